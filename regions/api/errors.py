@@ -1,0 +1,90 @@
+"""One error format for the whole API: ``{"error", "detail", "fields"}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from trafficmgr.fleetfile import FleetError
+
+
+class DomainError(Exception):
+    """A refused operation with an HTTP status, e.g. the safety valve."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "conflict"
+
+    def __init__(self, detail: str, *, fields: dict[str, list[str]] | None = None,
+                 code: str | None = None, status_code: int | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.fields = fields or {}
+        self.extra = extra or {}
+        if code:
+            self.code = code
+        if status_code:
+            self.status_code = status_code
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key == "non_field_errors" and prefix == "":
+                name = "non_field_errors"
+            for k, v in _flatten(value, name).items():
+                out.setdefault(k, []).extend(v)
+    elif isinstance(detail, list):
+        if all(not isinstance(d, dict | list) for d in detail):
+            out[prefix or "non_field_errors"] = [str(d) for d in detail]
+        else:
+            for i, item in enumerate(detail):
+                for k, v in _flatten(item, f"{prefix}[{i}]").items():
+                    out.setdefault(k, []).extend(v)
+    else:
+        out[prefix or "non_field_errors"] = [str(detail)]
+    return out
+
+
+def error_body(code: str, detail: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    return {"error": code, "detail": detail, "fields": fields or {}}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Map every error to the one format, with the right status."""
+    if isinstance(exc, DomainError):
+        body = error_body(exc.code, exc.detail, exc.fields) | exc.extra
+        return Response(body, status=exc.status_code)
+    if isinstance(exc, FleetError):
+        return Response(error_body("invalid_fleet", str(exc), exc.as_fields()), status=400)
+    if isinstance(exc, DjangoValidationError):
+        fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors":
+                                                                      exc.messages}
+        exc = exceptions.ValidationError(fields)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(exc.detail)
+        first = next(iter(fields.items()), ("", [""]))
+        detail = f"{first[0]}: {first[1][0]}" if first[0] else "invalid input"
+        response.data = error_body("invalid", detail, fields)
+    elif isinstance(exc, exceptions.APIException):
+        code = exc.get_codes()
+        code = code if isinstance(code, str) else exc.default_code
+        response.data = error_body(str(code), str(exc.detail))
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            response["Retry-After"] = str(max(1, int(exc.wait + 0.999)))
+    return response

@@ -1,0 +1,10 @@
+"""The REST API under /api/v1/: each area keeps its own route module."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("regions.api.config_urls")),
+    path("", include("regions.api.fleet_urls")),
+]

@@ -1,0 +1,561 @@
+"""Read and write the declarative fleet file (ARCHITECTURE §5) without Django.
+
+Errors name the path inside the file (``regions[2].endpoints[0].gpu``) and, where
+YAML can tell it, the line. Aliases are refused, which also defuses YAML bombs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from trafficmgr.routing.countries import CONTINENTS, continent_of
+from trafficmgr.routing.types import (
+    AdminState,
+    AllDown,
+    ClientShare,
+    Endpoint,
+    FailoverPolicy,
+    Fleet,
+    GeoPoint,
+    GpuProfile,
+    Region,
+    ResidencyMode,
+    ResidencyRule,
+)
+
+MAX_BYTES = 1_000_000
+MAX_ITEMS = 5_000
+
+
+@dataclass(frozen=True)
+class FleetIssue:
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f" (line {self.line})" if self.line else ""
+        return f"{self.path}: {self.message}{where}"
+
+
+class FleetError(ValueError):
+    """The fleet file is invalid; ``issues`` names every problem found."""
+
+    def __init__(self, issues: list[FleetIssue]) -> None:
+        self.issues = issues
+        super().__init__("; ".join(str(i) for i in issues))
+
+    def as_fields(self) -> dict[str, list[str]]:
+        fields: dict[str, list[str]] = {}
+        for issue in self.issues:
+            fields.setdefault(issue.path or "fleet", []).append(str(issue).split(": ", 1)[-1])
+        return fields
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors and aliases."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.MarkedYAMLError(
+                "aliases are not allowed in a fleet file", None, None, event.start_mark
+            )
+        event = self.peek_event()
+        if getattr(event, "anchor", None):
+            raise yaml.MarkedYAMLError(
+                "anchors are not allowed in a fleet file", None, None, event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _node_to_python(node: yaml.Node, path: str, lines: dict[str, int], loader: Any) -> Any:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                raise FleetError([FleetIssue(path or "fleet", f"key {key!r} is not a string",
+                                             key_node.start_mark.line + 1)])
+            if key in out:
+                raise FleetError([FleetIssue(_join(path, key), "duplicate key",
+                                             key_node.start_mark.line + 1)])
+            out[key] = _node_to_python(value_node, _join(path, key), lines, loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        if len(node.value) > MAX_ITEMS:
+            raise FleetError([FleetIssue(path, f"more than {MAX_ITEMS} items",
+                                         node.start_mark.line + 1)])
+        return [_node_to_python(v, f"{path}[{i}]", lines, loader) for i, v in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def load_fleet_text(data: str | bytes) -> Fleet:
+    """Parse and validate fleet YAML; raise FleetError naming every bad path."""
+    raw, lines = parse_yaml(data)
+    return fleet_from_dict(raw, lines)
+
+
+def load_fleet_file(path: str) -> Fleet:
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_BYTES + 1)
+    return load_fleet_text(data)
+
+
+def parse_yaml(data: str | bytes) -> tuple[Any, dict[str, int]]:
+    """Parse YAML into Python values plus a path → line map."""
+    if isinstance(data, bytes):
+        if len(data) > MAX_BYTES:
+            raise FleetError([FleetIssue("fleet", f"file is larger than {MAX_BYTES} bytes")])
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FleetError([FleetIssue("fleet", f"not UTF-8 text (byte {exc.start})")]) from exc
+    if len(data) > MAX_BYTES:
+        raise FleetError([FleetIssue("fleet", f"file is larger than {MAX_BYTES} bytes")])
+    loader = _NoAliasLoader(data)
+    lines: dict[str, int] = {}
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise FleetError([FleetIssue("fleet", "the file is empty")])
+        return _node_to_python(node, "", lines, loader), lines
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        msg = exc.problem or exc.context or "invalid YAML"
+        raise FleetError([FleetIssue("fleet", f"YAML syntax error: {msg}", line)]) from exc
+    except yaml.YAMLError as exc:
+        raise FleetError([FleetIssue("fleet", f"YAML syntax error: {exc}")]) from exc
+    finally:
+        loader.dispose()
+
+
+class _Reader:
+    """Walks the parsed document, collecting issues instead of stopping at the first."""
+
+    def __init__(self, lines: Mapping[str, int]) -> None:
+        self.lines = lines
+        self.issues: list[FleetIssue] = []
+
+    def error(self, path: str, message: str) -> None:
+        self.issues.append(FleetIssue(path, message, self.line_of(path)))
+
+    def line_of(self, path: str) -> int | None:
+        """The line of ``path`` or of its nearest parent the parser saw."""
+        while True:
+            if path in self.lines:
+                return self.lines[path]
+            if not path:
+                return None
+            path = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", path)
+
+    def mapping(self, value: Any, path: str, allowed: set[str], required: set[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.error(path or "fleet", f"expected a mapping, got {_kind(value)}")
+            return {}
+        for key in value:
+            if key not in allowed:
+                self.error(_join(path, key), f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        for key in sorted(required - set(value)):
+            self.error(_join(path, key), "required key is missing")
+        return value
+
+    def seq(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.error(path, f"expected a list, got {_kind(value)}")
+            return []
+        return value
+
+    def string(self, value: Any, path: str, max_len: int = 253) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.error(path, f"expected a non-empty string, got {_kind(value)}")
+            return ""
+        if len(value) > max_len:
+            self.error(path, f"longer than {max_len} characters")
+        return value
+
+    def number(self, value: Any, path: str, low: float, high: float, *, integer: bool = False,
+               low_open: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.error(path, f"expected a number, got {_kind(value)}")
+            return low
+        if integer and not isinstance(value, int):
+            self.error(path, f"expected an integer, got {value!r}")
+            return low
+        if math.isnan(value) or value < low or value > high or (low_open and value == low):
+            lo = f"> {low}" if low_open else f">= {low}"
+            self.error(path, f"{value!r} out of range ({lo} and <= {high})")
+            return low
+        return value
+
+    def choice(self, value: Any, path: str, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            self.error(path, f"{value!r} is not one of {', '.join(choices)}")
+            return choices[0]
+        return str(value)
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _check_name(r: _Reader, value: Any, path: str) -> str:
+    name = r.string(value, path, 63)
+    if name and not all(c.isalnum() or c in "-_." for c in name):
+        r.error(path, f"{name!r} may only hold letters, digits, '-', '_' and '.'")
+    return name
+
+
+def parse_address(value: str) -> tuple[str, int | None]:
+    """Split ``host:port`` / ``[v6]:port`` / bare IP; raise ValueError when malformed."""
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        ipaddress.IPv6Address(host)
+        if not rest:
+            return host, None
+        if not rest.startswith(":"):
+            raise ValueError(f"{value!r} is not [IPv6]:port")
+        return host, _port(rest[1:])
+    if value.count(":") == 1:
+        host, port = value.split(":")
+        _host(host)
+        return host, _port(port)
+    _host(value)
+    return value, None
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"port {text!r} is not 1-65535")
+    return int(text)
+
+
+def _host(host: str) -> None:
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    labels = host.rstrip(".").split(".")
+    if not host or len(host) > 253 or not all(
+        0 < len(lbl) <= 63 and lbl.replace("-", "").isalnum() and not lbl.startswith("-")
+        for lbl in labels
+    ):
+        raise ValueError(f"{host!r} is neither an IP address nor a host name")
+
+
+FLEET_KEYS = {"zone", "ttl", "gpu_profiles", "regions", "residency", "failover", "clients"}
+REGION_KEYS = {"name", "country", "location", "addresses", "priority", "weight", "state",
+               "endpoints"}
+ENDPOINT_KEYS = {"name", "address", "gpu", "gpus", "models", "weight", "state"}
+PROFILE_KEYS = {"prefill_tokens_per_s", "decode_tokens_per_s", "max_concurrency"}
+RULE_KEYS = {"name", "clients", "regions", "mode"}
+FAILOVER_KEYS = {"heartbeat_interval_s", "miss_threshold", "up_threshold", "down_threshold",
+                 "hold_down_s", "slow_start_s", "spillover_headroom", "all_down",
+                 "max_shift_per_tick"}
+
+
+def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
+    """Validate a parsed fleet document and build the engine's Fleet."""
+    r = _Reader(lines or {})
+    doc = r.mapping(raw, "", FLEET_KEYS, {"zone", "regions"})
+    zone = r.string(doc.get("zone"), "zone").rstrip(".").lower() if "zone" in doc else ""
+    if zone:
+        try:
+            _host(zone)
+        except ValueError as exc:
+            r.error("zone", str(exc))
+    ttl = int(r.number(doc.get("ttl", 10), "ttl", 0, 86400, integer=True))
+    profiles = _profiles(r, doc.get("gpu_profiles"))
+    regions = _regions(r, doc.get("regions"), profiles)
+    names = {reg.name for reg in regions}
+    residency = _residency(r, doc.get("residency"), names)
+    failover = _failover(r, doc.get("failover"))
+    clients = _clients(r, doc.get("clients"))
+    if "regions" in doc and not regions and not r.issues:
+        r.error("regions", "a fleet needs at least one region")
+    if r.issues:
+        raise FleetError(r.issues)
+    return Fleet(zone=zone, ttl=ttl, gpu_profiles=profiles, regions=regions,
+                 residency=residency, failover=failover, clients=clients)
+
+
+DEFAULT_PROFILES = {
+    "H100": GpuProfile("H100", 12000, 2400, 64),
+    "A100": GpuProfile("A100", 6000, 1300, 48),
+    "L4": GpuProfile("L4", 1500, 350, 16),
+}
+
+
+def _profiles(r: _Reader, value: Any) -> dict[str, GpuProfile]:
+    if value is None:
+        return dict(DEFAULT_PROFILES)
+    doc = r.mapping(value, "gpu_profiles", set(value) if isinstance(value, dict) else set(), set())
+    out: dict[str, GpuProfile] = {}
+    for name, spec in doc.items():
+        path = f"gpu_profiles.{name}"
+        _check_name(r, name, path)
+        s = r.mapping(spec, path, PROFILE_KEYS, PROFILE_KEYS)
+        if len(s) != len(PROFILE_KEYS) or set(s) != PROFILE_KEYS:
+            continue
+        out[name] = GpuProfile(
+            name=name,
+            prefill_tokens_per_s=r.number(s["prefill_tokens_per_s"], f"{path}.prefill_tokens_per_s",
+                                          0, 1e9, low_open=True),
+            decode_tokens_per_s=r.number(s["decode_tokens_per_s"], f"{path}.decode_tokens_per_s",
+                                         0, 1e9, low_open=True),
+            max_concurrency=int(r.number(s["max_concurrency"], f"{path}.max_concurrency", 1, 1e6,
+                                         integer=True)),
+        )
+    return out
+
+
+def _unique(r: _Reader, seen: set[str], name: str, path: str, what: str) -> None:
+    if name in seen:
+        r.error(path, f"duplicate {what} name {name!r}")
+    seen.add(name)
+
+
+def _regions(r: _Reader, value: Any, profiles: Mapping[str, GpuProfile]) -> tuple[Region, ...]:
+    regions: list[Region] = []
+    region_names: set[str] = set()
+    endpoint_names: set[str] = set()
+    for i, item in enumerate(r.seq(value, "regions")):
+        path = f"regions[{i}]"
+        doc = r.mapping(item, path, REGION_KEYS, {"name", "country", "location", "addresses"})
+        name = _check_name(r, doc.get("name"), f"{path}.name") if "name" in doc else ""
+        _unique(r, region_names, name, f"{path}.name", "region")
+        country = ""
+        continent = ""
+        if "country" in doc:
+            country = r.string(doc["country"], f"{path}.country", 2).upper()
+            continent = continent_of(country) or ""
+            if country and not continent:
+                r.error(f"{path}.country", f"{country!r} is not an ISO 3166-1 alpha-2 code")
+        point = _location(r, doc.get("location"), f"{path}.location") if "location" in doc else None
+        addresses = _addresses(r, doc.get("addresses"), f"{path}.addresses")
+        endpoints = _endpoints(r, doc.get("endpoints"), path, name, profiles, endpoint_names)
+        regions.append(Region(
+            name=name, country=country, continent=continent,
+            location=point or GeoPoint(0.0, 0.0), addresses=addresses, endpoints=endpoints,
+            priority=int(r.number(doc.get("priority", 1), f"{path}.priority", 0, 1000, integer=True)),
+            weight=float(r.number(doc.get("weight", 1.0), f"{path}.weight", 0, 1000)),
+            admin_state=AdminState(r.choice(doc.get("state", "active"), f"{path}.state",
+                                            tuple(s.value for s in AdminState))),
+        ))
+    return tuple(regions)
+
+
+def _location(r: _Reader, value: Any, path: str) -> GeoPoint | None:
+    doc = r.mapping(value, path, {"lat", "lon"}, {"lat", "lon"})
+    if "lat" not in doc or "lon" not in doc:
+        return None
+    return GeoPoint(r.number(doc["lat"], f"{path}.lat", -90, 90),
+                    r.number(doc["lon"], f"{path}.lon", -180, 180))
+
+
+def _addresses(r: _Reader, value: Any, path: str) -> tuple[str, ...]:
+    out: list[str] = []
+    items = r.seq(value, path)
+    if value is not None and not items and isinstance(value, list):
+        r.error(path, "a region needs at least one ingress address")
+    for j, addr in enumerate(items):
+        apath = f"{path}[{j}]"
+        text = r.string(addr, apath, 64)
+        try:
+            out.append(str(ipaddress.ip_address(text)))
+        except ValueError:
+            if text:
+                r.error(apath, f"{text!r} is not an IPv4 or IPv6 address")
+    return tuple(out)
+
+
+def _endpoints(r: _Reader, value: Any, rpath: str, region: str,
+               profiles: Mapping[str, GpuProfile], seen: set[str]) -> tuple[Endpoint, ...]:
+    out: list[Endpoint] = []
+    for j, item in enumerate(r.seq(value, f"{rpath}.endpoints")):
+        path = f"{rpath}.endpoints[{j}]"
+        doc = r.mapping(item, path, ENDPOINT_KEYS, {"name", "address", "gpu", "gpus", "models"})
+        if not doc:
+            continue
+        name = _check_name(r, doc.get("name"), f"{path}.name") if "name" in doc else ""
+        _unique(r, seen, name, f"{path}.name", "endpoint")
+        address = r.string(doc.get("address"), f"{path}.address") if "address" in doc else ""
+        if address:
+            try:
+                parse_address(address)
+            except ValueError as exc:
+                r.error(f"{path}.address", f"{address!r} is not host:port or an IP address ({exc})")
+        gpu = r.string(doc.get("gpu"), f"{path}.gpu", 63) if "gpu" in doc else ""
+        if gpu and gpu not in profiles:
+            r.error(f"{path}.gpu", f"unknown GPU profile {gpu!r}")
+        gpus = int(r.number(doc.get("gpus", 1), f"{path}.gpus", 1, 4096, integer=True))
+        models: list[str] = []
+        for k, m in enumerate(r.seq(doc.get("models"), f"{path}.models")):
+            models.append(_check_name(r, m, f"{path}.models[{k}]"))
+        if "models" in doc and not models:
+            r.error(f"{path}.models", "an endpoint must serve at least one model")
+        out.append(Endpoint(
+            name=name, region=region, address=address, gpu=gpu, gpus=gpus,
+            models=tuple(models),
+            weight=float(r.number(doc.get("weight", 1.0), f"{path}.weight", 0, 1000)),
+            admin_state=AdminState(r.choice(doc.get("state", "active"), f"{path}.state",
+                                            tuple(s.value for s in AdminState))),
+        ))
+    return tuple(out)
+
+
+def _residency(r: _Reader, value: Any, regions: set[str]) -> tuple[ResidencyRule, ...]:
+    out: list[ResidencyRule] = []
+    names: set[str] = set()
+    for i, item in enumerate(r.seq(value, "residency")):
+        path = f"residency[{i}]"
+        doc = r.mapping(item, path, RULE_KEYS, {"name", "clients", "regions"})
+        name = _check_name(r, doc.get("name"), f"{path}.name") if "name" in doc else ""
+        _unique(r, names, name, f"{path}.name", "residency rule")
+        clients = r.mapping(doc.get("clients", {}), f"{path}.clients",
+                            {"countries", "continents"}, set())
+        countries = frozenset(
+            str(r.string(c, f"{path}.clients.countries[{k}]", 2)).upper()
+            for k, c in enumerate(r.seq(clients.get("countries"), f"{path}.clients.countries"))
+        )
+        continents = frozenset(
+            str(r.string(c, f"{path}.clients.continents[{k}]", 2)).upper()
+            for k, c in enumerate(r.seq(clients.get("continents"), f"{path}.clients.continents"))
+        )
+        for c in sorted(countries):
+            if c and continent_of(c) is None:
+                r.error(f"{path}.clients.countries", f"{c!r} is not an ISO 3166-1 alpha-2 code")
+        for c in sorted(continents):
+            if c and c not in CONTINENTS:
+                r.error(f"{path}.clients.continents",
+                        f"{c!r} is not a continent code ({', '.join(sorted(CONTINENTS))})")
+        if "clients" in doc and not countries and not continents:
+            r.error(f"{path}.clients", "a residency rule must name client countries or continents")
+        allowed: list[str] = []
+        for k, reg in enumerate(r.seq(doc.get("regions"), f"{path}.regions")):
+            text = r.string(reg, f"{path}.regions[{k}]", 63)
+            if text and text not in regions:
+                r.error(f"{path}.regions[{k}]", f"unknown region {text!r}")
+            allowed.append(text)
+        if "regions" in doc and not allowed:
+            r.error(f"{path}.regions", "a residency rule must allow at least one region")
+        mode = r.choice(doc.get("mode", "strict"), f"{path}.mode",
+                        tuple(m.value for m in ResidencyMode))
+        out.append(ResidencyRule(name=name, countries=countries, continents=continents,
+                                 regions=tuple(allowed), mode=ResidencyMode(mode)))
+    return tuple(out)
+
+
+def _failover(r: _Reader, value: Any) -> FailoverPolicy:
+    if value is None:
+        return FailoverPolicy()
+    doc = r.mapping(value, "failover", FAILOVER_KEYS, set())
+    d = FailoverPolicy()
+    num: Callable[..., float] = r.number
+    policy = FailoverPolicy(
+        heartbeat_interval_s=num(doc.get("heartbeat_interval_s", d.heartbeat_interval_s),
+                                 "failover.heartbeat_interval_s", 0.05, 3600),
+        miss_threshold=int(num(doc.get("miss_threshold", d.miss_threshold),
+                               "failover.miss_threshold", 1, 100, integer=True)),
+        up_threshold=int(num(doc.get("up_threshold", d.up_threshold), "failover.up_threshold",
+                             1, 100, integer=True)),
+        down_threshold=int(num(doc.get("down_threshold", d.down_threshold),
+                               "failover.down_threshold", 1, 100, integer=True)),
+        hold_down_s=num(doc.get("hold_down_s", d.hold_down_s), "failover.hold_down_s", 0, 86400),
+        slow_start_s=num(doc.get("slow_start_s", d.slow_start_s), "failover.slow_start_s",
+                         0, 86400),
+        spillover_headroom=num(doc.get("spillover_headroom", d.spillover_headroom),
+                               "failover.spillover_headroom", 0, 0.9),
+        all_down=AllDown(r.choice(doc.get("all_down", d.all_down.value), "failover.all_down",
+                                  tuple(a.value for a in AllDown))),
+        max_shift_per_tick=num(doc.get("max_shift_per_tick", d.max_shift_per_tick),
+                               "failover.max_shift_per_tick", 0, 1, low_open=True),
+    )
+    return policy
+
+
+def _clients(r: _Reader, value: Any) -> tuple[ClientShare, ...]:
+    out: list[ClientShare] = []
+    for i, item in enumerate(r.seq(value, "clients")):
+        path = f"clients[{i}]"
+        doc = r.mapping(item, path, {"country", "share"}, {"country", "share"})
+        if "country" not in doc or "share" not in doc:
+            continue
+        country = r.string(doc["country"], f"{path}.country", 2).upper()
+        if country and continent_of(country) is None:
+            r.error(f"{path}.country", f"{country!r} is not an ISO 3166-1 alpha-2 code")
+        out.append(ClientShare(country, r.number(doc["share"], f"{path}.share", 0, 1,
+                                                 low_open=True)))
+    total = sum(c.share for c in out)
+    if out and abs(total - 1.0) > 0.01:
+        r.error("clients", f"shares sum to {total:.3f}, expected 1")
+    return tuple(out)
+
+
+def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
+    """The fleet as a fleet-file document; ``fleet_from_dict`` of it gives the same Fleet."""
+    doc: dict[str, Any] = {"zone": fleet.zone, "ttl": fleet.ttl, "gpu_profiles": {
+        p.name: {"prefill_tokens_per_s": p.prefill_tokens_per_s,
+                 "decode_tokens_per_s": p.decode_tokens_per_s,
+                 "max_concurrency": p.max_concurrency}
+        for p in sorted(fleet.gpu_profiles.values(), key=lambda p: p.name)}}
+    doc["regions"] = []
+    for reg in fleet.regions:
+        rd: dict[str, Any] = {
+            "name": reg.name, "country": reg.country,
+            "location": {"lat": reg.location.lat, "lon": reg.location.lon},
+            "addresses": list(reg.addresses), "priority": reg.priority,
+        }
+        if reg.weight != 1.0:
+            rd["weight"] = reg.weight
+        if reg.admin_state is not AdminState.ACTIVE:
+            rd["state"] = reg.admin_state.value
+        rd["endpoints"] = []
+        for e in reg.endpoints:
+            ed: dict[str, Any] = {"name": e.name, "address": e.address, "gpu": e.gpu,
+                                  "gpus": e.gpus, "models": list(e.models)}
+            if e.weight != 1.0:
+                ed["weight"] = e.weight
+            if e.admin_state is not AdminState.ACTIVE:
+                ed["state"] = e.admin_state.value
+            rd["endpoints"].append(ed)
+        doc["regions"].append(rd)
+    doc["residency"] = [
+        {"name": rule.name,
+         "clients": {k: v for k, v in (("countries", sorted(rule.countries)),
+                                       ("continents", sorted(rule.continents))) if v},
+         "regions": list(rule.regions), "mode": rule.mode.value}
+        for rule in fleet.residency
+    ]
+    f = fleet.failover
+    doc["failover"] = {
+        "heartbeat_interval_s": f.heartbeat_interval_s, "miss_threshold": f.miss_threshold,
+        "up_threshold": f.up_threshold, "down_threshold": f.down_threshold,
+        "hold_down_s": f.hold_down_s, "slow_start_s": f.slow_start_s,
+        "spillover_headroom": f.spillover_headroom, "all_down": f.all_down.value,
+        "max_shift_per_tick": f.max_shift_per_tick,
+    }
+    if fleet.clients:
+        doc["clients"] = [{"country": c.country, "share": c.share} for c in fleet.clients]
+    return doc
+
+
+def dump_fleet(fleet: Fleet) -> str:
+    return yaml.safe_dump(fleet_to_dict(fleet), sort_keys=False, default_flow_style=None,
+                          width=100)

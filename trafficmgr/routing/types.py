@@ -1,0 +1,250 @@
+"""Frozen inputs and outputs of the routing engine.
+
+Everything the engine decides on arrives as one of these values, together with
+``now`` (seconds since the epoch, a float). Nothing here reads the clock,
+settings or a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class AdminState(StrEnum):
+    """What an operator set for a region or an endpoint."""
+
+    ACTIVE = "active"
+    DRAINED = "drained"
+    DISABLED = "disabled"
+
+
+class ResidencyMode(StrEnum):
+    STRICT = "strict"
+    PREFERRED = "preferred"
+
+
+class AllDown(StrEnum):
+    """What to answer when every allowed region is down."""
+
+    FAIL_OPEN = "fail_open"
+    FAIL_CLOSED = "fail_closed"
+
+
+class RegionState(StrEnum):
+    """States of the per-region failover state machine (ARCHITECTURE §6)."""
+
+    UNKNOWN = "unknown"
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    DOWN = "down"
+    RECOVERING = "recovering"
+    DRAINED = "drained"
+
+
+class Priority(StrEnum):
+    INTERACTIVE = "interactive"
+    BATCH = "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProfile:
+    """Service rates of one GPU type; endpoint figures scale with its GPU count."""
+
+    name: str
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float
+    max_concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class GeoPoint:
+    lat: float
+    lon: float
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One inference server (a GPU node or a replica) inside a region."""
+
+    name: str
+    region: str
+    address: str
+    gpu: str
+    gpus: int
+    models: tuple[str, ...]
+    weight: float = 1.0
+    admin_state: AdminState = AdminState.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    name: str
+    country: str
+    continent: str
+    location: GeoPoint
+    addresses: tuple[str, ...]
+    endpoints: tuple[Endpoint, ...] = ()
+    priority: int = 1
+    weight: float = 1.0
+    admin_state: AdminState = AdminState.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class ResidencyRule:
+    """Clients of these countries/continents may only be served by ``regions``."""
+
+    name: str
+    countries: frozenset[str]
+    continents: frozenset[str]
+    regions: tuple[str, ...]
+    mode: ResidencyMode = ResidencyMode.STRICT
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverPolicy:
+    heartbeat_interval_s: float = 1.0
+    miss_threshold: int = 3
+    up_threshold: int = 2
+    down_threshold: int = 1
+    hold_down_s: float = 5.0
+    slow_start_s: float = 30.0
+    spillover_headroom: float = 0.1
+    all_down: AllDown = AllDown.FAIL_OPEN
+    max_shift_per_tick: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientShare:
+    country: str
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The whole declarative fleet: what the fleet file describes."""
+
+    zone: str
+    ttl: int
+    gpu_profiles: Mapping[str, GpuProfile]
+    regions: tuple[Region, ...]
+    residency: tuple[ResidencyRule, ...] = ()
+    failover: FailoverPolicy = field(default_factory=FailoverPolicy)
+    clients: tuple[ClientShare, ...] = ()
+
+    def region(self, name: str) -> Region:
+        for region in self.regions:
+            if region.name == name:
+                return region
+        raise KeyError(name)
+
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return tuple(e for r in self.regions for e in r.endpoints)
+
+    def models(self) -> tuple[str, ...]:
+        return tuple(sorted({m for e in self.endpoints() for m in e.models}))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLocation:
+    """Where a client is, as far as we know; every field may be unknown."""
+
+    country: str | None = None
+    continent: str | None = None
+    point: GeoPoint | None = None
+
+
+# --- heartbeats (agent → control plane), ARCHITECTURE §6 -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    uuid: str
+    name: str
+    util_pct: float
+    mem_used_mb: float
+    mem_total_mb: float
+    temp_c: float = 0.0
+    power_w: float = 0.0
+    throttle_reasons: tuple[str, ...] = ()
+    ecc_errors: int = 0
+    xid_errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSample:
+    kind: str
+    requests_running: int = 0
+    requests_waiting: int = 0
+    kv_cache_usage: float = 0.0
+    tokens_per_s: float = 0.0
+    ttft_p50_ms: float = 0.0
+    ttft_p99_ms: float = 0.0
+    models_loaded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSample:
+    ok: bool
+    latency_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The latest report of one endpoint's agent; ``received_at`` is the control plane's clock."""
+
+    endpoint: str
+    seq: int
+    sent_at: float
+    received_at: float
+    gpus: tuple[GpuSample, ...] = ()
+    server: ServerSample | None = None
+    probe: ProbeSample | None = None
+
+
+# --- requests and the routing table ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    model: str
+    client: ClientLocation
+    input_tokens: int
+    max_output_tokens: int
+    priority: Priority = Priority.INTERACTIVE
+    prefix_hashes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedRegion:
+    region: str
+    weight: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegionStatus:
+    """A region as the table publishes it."""
+
+    state: RegionState
+    headroom: float
+    capacity: float
+    reason: str
+    since: float = 0.0
+    ramp: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingTable:
+    """For each client zone and model, the weighted regions; weights of one list sum to 1.
+
+    A zone is an ISO country code, a continent code (``EU``, ``NA``, ...) or ``default``.
+    An empty list means fail_closed: no allowed region may be answered.
+    """
+
+    version: str
+    generated_at: float
+    regions: Mapping[str, RegionStatus]
+    zones: Mapping[str, Mapping[str, tuple[WeightedRegion, ...]]]

@@ -1,0 +1,191 @@
+"""Django settings, read from the environment (see the README's configuration table)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from trafficmgr.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("TRAFFICMGR_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else from the key file ``make demo`` writes."""
+    key = env_str("SECRET_KEY")
+    if key:
+        return key
+    key_file = Path(env_str("TRAFFICMGR_SECRET_KEY_FILE", str(VAR_DIR / "secret_key")))
+    if key_file.is_file():
+        return key_file.read_text().strip()
+    if DEBUG:
+        return "insecure-debug-only-key-" + "x" * 40
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is not set and {key_file} does not exist; set SECRET_KEY "
+        "(or run `make demo`, which writes a key file for the embedded mode)"
+    )
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "regions",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "regions.audit.AuditContextMiddleware",
+]
+
+ROOT_URLCONF = "trafficmgr.urls"
+ASGI_APPLICATION = "trafficmgr.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'trafficmgr.sqlite3'}")
+DATABASES = {"default": database_from_url(DATABASE_URL, str(BASE_DIR))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL]}}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Celery: Redis as broker when configured, else tasks run eagerly in-process.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1_048_576
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+if not DEBUG:
+    # Behind TLS in production; the embedded demo on loopback turns these off explicitly.
+    _tls = env_bool("TRAFFICMGR_TLS", True)
+    SESSION_COOKIE_SECURE = _tls
+    CSRF_COOKIE_SECURE = _tls
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _tls)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if _tls else 0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _tls
+    SECURE_HSTS_PRELOAD = _tls
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "regions.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["regions.permissions.RolePermission"],
+    "DEFAULT_PAGINATION_CLASS": "regions.api.pagination.Pagination",
+    "PAGE_SIZE": 100,
+    "DEFAULT_FILTER_BACKENDS": [],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "regions.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["regions.api.throttling.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"token": env_str("TRAFFICMGR_API_RATE", "6000/min")},
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "trafficmgr API",
+    "DESCRIPTION": "Global traffic manager for AI inference fleets.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# trafficmgr's own settings.
+TRAFFICMGR = {
+    "GEOIP_DB": env_str("TRAFFICMGR_GEOIP_DB"),
+    "FLEET_FILE": env_str("TRAFFICMGR_FLEET_FILE", str(BASE_DIR / "examples" / "fleet.yaml")),
+    "TICK_SECONDS": env_float("TRAFFICMGR_TICK_SECONDS", 1.0),
+    "HEARTBEAT_RETENTION_DAYS": env_int("TRAFFICMGR_HEARTBEAT_RETENTION_DAYS", 7),
+    "REQUIRE_SERVICES": env_bool("TRAFFICMGR_REQUIRE_SERVICES", False),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+os.makedirs(VAR_DIR, exist_ok=True)
