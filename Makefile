@@ -1,0 +1,46 @@
+# Two commands for a fresh machine with only Python: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format install migrate bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+var/secret_key:
+	mkdir -p var
+	$(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > var/secret_key
+	chmod 600 var/secret_key
+
+migrate: install var/secret_key
+	$(BIN)/python manage.py migrate --noinput
+
+demo: migrate
+	TRAFFICMGR_TLS=0 $(BIN)/python manage.py demo $(DEMO_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: install lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python bench/engine_table.py
+	$(BIN)/python bench/engine_pick.py
+	$(BIN)/python bench/sim_policies.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

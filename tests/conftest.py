@@ -1,0 +1,2 @@
+import os
+os.environ.setdefault("SECRET_KEY", "x")

@@ -1,0 +1,37 @@
+"""Pytest plugin: integration tests need real PostgreSQL / Redis.
+
+Without them (a laptop) the tests skip and the run ends with the list of what was
+skipped; with ``TRAFFICMGR_REQUIRE_SERVICES=1`` (CI) a skipped integration test fails.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+REQUIRED = os.environ.get("TRAFFICMGR_REQUIRE_SERVICES", "") in {"1", "true", "yes", "on"}
+_skipped: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.get_closest_marker("integration") is not None:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if REQUIRED:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"integration test skipped while TRAFFICMGR_REQUIRE_SERVICES=1: {reason}"
+            )
+        elif report.when in {"setup", "call"}:
+            _skipped.append(f"{item.nodeid}: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _skipped:
+        terminalreporter.section("integration tests skipped (no PostgreSQL/Redis configured)")
+        for line in _skipped:
+            terminalreporter.write_line(line)

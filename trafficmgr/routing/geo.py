@@ -1,0 +1,195 @@
+"""Client location from IP addresses, and distance and RTT estimates between points.
+
+``Locator`` wraps a geoip2 City or Country database (the kind is read from the database
+metadata) and caches answers per /24 (IPv4) and /56 (IPv6) prefix in a bounded LRU: clients of
+one such prefix are treated as one place, which is also the granularity an ECS option carries.
+It never raises on bad input; an address it cannot place gives ``ClientLocation()``, which
+routes to the ``default`` zone.
+
+RTT model (``rtt_ms``): light in fibre covers ~200 km per ms; real paths are longer than the
+great circle (path stretch ~1.5 between well-connected cloud regions, more on the long tail),
+and every round trip pays a few ms of access and processing. So
+``rtt = 2 * distance_km * PATH_STRETCH / FIBRE_KM_PER_MS + BASE_RTT_MS``; London-New York
+(5,570 km) comes out at ~86 ms against ~70-80 ms measured, close enough to rank regions.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections import OrderedDict
+from typing import Any
+
+from trafficmgr.routing.countries import (
+    CENTROID_OF,
+    CONTINENT_CENTROID_OF,
+    CONTINENTS,
+    continent_of,
+)
+from trafficmgr.routing.types import ClientLocation, GeoPoint
+
+EARTH_RADIUS_KM = 6371.0
+FIBRE_KM_PER_MS = 200.0
+PATH_STRETCH = 1.5
+BASE_RTT_MS = 2.0
+
+V4_CACHE_PREFIX = 24
+V6_CACHE_PREFIX = 56
+CACHE_SIZE = 65_536
+
+_IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def distance_km(a: GeoPoint, b: GeoPoint) -> float:
+    """Return the great-circle (haversine) distance between two points."""
+    lat1, lat2 = math.radians(a.lat), math.radians(b.lat)
+    dlat = lat2 - lat1
+    dlon = math.radians(b.lon - a.lon)
+    h = math.sin(dlat / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin(dlon / 2) ** 2
+    return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(h)))
+
+
+def rtt_ms(a: GeoPoint, b: GeoPoint) -> float:
+    """Estimate the network round-trip time between two points (see the module docstring)."""
+    return 2 * distance_km(a, b) * PATH_STRETCH / FIBRE_KM_PER_MS + BASE_RTT_MS
+
+
+def country_location(country: str) -> ClientLocation:
+    """Return a country's location (centroid and continent); unknown codes give no location."""
+    code = country.strip().upper() if isinstance(country, str) else ""
+    continent = continent_of(code) if code else None
+    if continent is None:
+        return ClientLocation()
+    lat_lon = CENTROID_OF.get(code)
+    point = GeoPoint(*lat_lon) if lat_lon else None
+    return ClientLocation(country=code, continent=continent, point=point)
+
+
+def continent_location(continent: str) -> ClientLocation:
+    """Return a continent's location (a rough centre of its users); unknown codes give none."""
+    code = continent.strip().upper() if isinstance(continent, str) else ""
+    if code not in CONTINENTS:
+        return ClientLocation()
+    lat_lon = CONTINENT_CENTROID_OF.get(code)
+    return ClientLocation(continent=code, point=GeoPoint(*lat_lon) if lat_lon else None)
+
+
+def default_database_path() -> str | None:
+    """Return the path of the GeoLite2 City database shipped by maxminddb-geolite2, if any."""
+    try:
+        from _maxminddb_geolite2 import geolite2_database  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    path: str = geolite2_database()
+    return path
+
+
+class Locator:
+    """Locate clients by IP address over a geoip2 City or Country database."""
+
+    def __init__(self, path: str | None = None, cache_size: int = CACHE_SIZE) -> None:
+        import geoip2.database
+
+        db_path = path or default_database_path()
+        if db_path is None:
+            raise FileNotFoundError("no GeoIP database given and maxminddb-geolite2 is missing")
+        self.path = db_path
+        self._reader = geoip2.database.Reader(db_path)
+        self.database_type: str = self._reader.metadata().database_type
+        self._is_city = "City" in self.database_type
+        self._is_country = self._is_city or "Country" in self.database_type
+        self._cache: OrderedDict[tuple[int, int, int], tuple[ClientLocation, int]] = OrderedDict()
+        self._cache_size = max(1, cache_size)
+        self.hits = 0
+        self.misses = 0
+
+    def close(self) -> None:
+        """Close the database file."""
+        self._reader.close()
+
+    def __enter__(self) -> Locator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def locate(self, ip: str, prefix_len: int | None = None) -> ClientLocation:
+        """Locate an address or an ECS subnet (address + source prefix); never raise."""
+        return self.locate_with_scope(ip, prefix_len)[0]
+
+    def locate_with_scope(self, ip: str, prefix_len: int | None = None) -> tuple[ClientLocation, int]:
+        """Locate like ``locate`` and return the prefix length the answer holds for (ECS scope)."""
+        network = _cache_network(ip, prefix_len)
+        if network is None:
+            return ClientLocation(), 0
+        key = (network.version, int(network.network_address), network.prefixlen)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            self.hits += 1
+            return cached
+        self.misses += 1
+        answer = self._lookup(network)
+        self._cache[key] = answer
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return answer
+
+    def _lookup(self, network: _IpNetwork) -> tuple[ClientLocation, int]:
+        """Ask the database about the first address of ``network``."""
+        import geoip2.errors
+
+        address = str(network.network_address)
+        try:
+            if self._is_city:
+                record: Any = self._reader.city(address)
+            elif self._is_country:
+                record = self._reader.country(address)
+            else:
+                return ClientLocation(), network.prefixlen
+        except geoip2.errors.AddressNotFoundError as exc:
+            return ClientLocation(), _scope(network, getattr(exc, "network", None))
+        except (ValueError, TypeError, OSError):
+            return ClientLocation(), network.prefixlen
+        return _location_of(record), _scope(network, record.traits.network)
+
+
+def _cache_network(ip: str, prefix_len: int | None) -> _IpNetwork | None:
+    """Return the network an address or ECS subnet is cached under, or None when invalid."""
+    try:
+        address = ipaddress.ip_address(str(ip).strip())
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    granularity = V4_CACHE_PREFIX if address.version == 4 else V6_CACHE_PREFIX
+    length = granularity
+    if prefix_len is not None:
+        if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0:
+            return None
+        length = min(prefix_len, granularity)
+    return ipaddress.ip_network(f"{address}/{length}", strict=False)
+
+
+def _scope(network: _IpNetwork, db_network: object) -> int:
+    """Return the scope an answer holds for: the cache prefix, or the DB's shorter network."""
+    db_len = getattr(db_network, "prefixlen", None)
+    if isinstance(db_len, int) and db_len < network.prefixlen:
+        return db_len
+    return network.prefixlen
+
+
+def _location_of(record: Any) -> ClientLocation:
+    """Turn a geoip2 City or Country record into a ClientLocation."""
+    country = record.country.iso_code or record.registered_country.iso_code
+    country = country.upper() if country else None
+    continent = record.continent.code or (continent_of(country) if country else None)
+    point: GeoPoint | None = None
+    location = getattr(record, "location", None)
+    lat = getattr(location, "latitude", None)
+    lon = getattr(location, "longitude", None)
+    if lat is not None and lon is not None:
+        point = GeoPoint(float(lat), float(lon))
+    elif country and country in CENTROID_OF:
+        point = GeoPoint(*CENTROID_OF[country])
+    return ClientLocation(country=country, continent=continent, point=point)

@@ -1,0 +1,127 @@
+"""Residency: which regions may serve a client, from the fleet's residency rules.
+
+Strict rules are hard constraints: a client matched by several strict rules may only go to
+regions every one of them allows (their intersection, possibly empty: then nobody may serve
+it, in any failure state). Preferred rules narrow the choice further to their regions while at
+least one of those is available; only when all preferred regions are down does the decision
+spill back to what the strict rules (or nothing) allow, and it says so (``spilled``).
+
+A rule matches a client by its country or by its continent (given, or derived from the
+country). A client whose location is unknown matches no rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
+
+from trafficmgr.routing.countries import continent_of
+from trafficmgr.routing.types import ClientLocation, Fleet, ResidencyMode, ResidencyRule
+
+
+@dataclass(frozen=True, slots=True)
+class ResidencyDecision:
+    """Where a client may be served and why."""
+
+    regions: tuple[str, ...] | None  # None: unrestricted
+    strict: bool  # at least one strict rule applies
+    preferred: tuple[str, ...] = ()  # regions preferred rules ask for (inside the strict set)
+    rules: tuple[str, ...] = ()  # names of the matching rules
+    reason: str = "no residency rule applies"
+    spilled: bool = False  # every preferred region is down: spilled to the wider set
+    strict_regions: tuple[str, ...] | None = None  # what the strict rules alone allow
+
+    def allows(self, region: str) -> bool:
+        """Tell whether ``region`` may serve the client."""
+        return self.regions is None or region in self.regions
+
+
+UNRESTRICTED = ResidencyDecision(regions=None, strict=False)
+
+
+def rule_matches(rule: ResidencyRule, client: ClientLocation) -> bool:
+    """Tell whether a residency rule covers a client."""
+    country = client.country.upper() if client.country else None
+    continent = client.continent or (continent_of(country) if country else None)
+    if country is not None and country in rule.countries:
+        return True
+    return continent is not None and continent.upper() in rule.continents
+
+
+def allowed_regions(
+    fleet: Fleet, client: ClientLocation, down: Collection[str] = ()
+) -> ResidencyDecision:
+    """Decide which regions may serve ``client``; ``down`` names regions unable to serve now."""
+    decision = base_decision(fleet, client)
+    return apply_availability(decision, down) if down else decision
+
+
+def base_decision(fleet: Fleet, client: ClientLocation) -> ResidencyDecision:
+    """Decide from the rules alone, as if every preferred region were available."""
+    matching = [rule for rule in fleet.residency if rule_matches(rule, client)]
+    if not matching:
+        return UNRESTRICTED
+    order = {r.name: i for i, r in enumerate(fleet.regions)}
+    strict_rules = [r for r in matching if r.mode is ResidencyMode.STRICT]
+    preferred_rules = [r for r in matching if r.mode is ResidencyMode.PREFERRED]
+    names = tuple(r.name for r in matching)
+    allowed: set[str] | None = None
+    for rule in strict_rules:
+        allowed = set(rule.regions) if allowed is None else allowed & set(rule.regions)
+    regions = _ordered(allowed, order) if allowed is not None else None
+    strict_text = _strict_text(strict_rules, regions)
+    preferred = _preferred(preferred_rules, allowed, order)
+    strict = bool(strict_rules)
+    if not preferred_rules:
+        return ResidencyDecision(regions, True, (), names, strict_text, strict_regions=regions)
+    if not preferred:
+        reason = f"{strict_text}; preferred rules ignored: no preferred region is allowed"
+        return ResidencyDecision(regions, strict, (), names, reason.lstrip("; "), False, regions)
+    pref_names = ", ".join(r.name for r in preferred_rules)
+    reason = f"preferred {pref_names} → {', '.join(preferred)}"
+    if strict_rules:
+        reason = f"{strict_text}; {reason}"
+    return ResidencyDecision(preferred, strict, preferred, names, reason, False, regions)
+
+
+def apply_availability(decision: ResidencyDecision, down: Collection[str]) -> ResidencyDecision:
+    """Spill a preferred decision to the strict set when every preferred region is down."""
+    if not decision.preferred or decision.spilled:
+        return decision
+    if any(r not in down for r in decision.preferred):
+        return decision
+    wider = decision.strict_regions
+    target = ", ".join(wider) if wider is not None else "any region"
+    reason = f"{decision.reason}; all preferred regions down: spilling to {target}"
+    return replace(decision, regions=wider, spilled=True, reason=reason)
+
+
+def _strict_text(rules: list[ResidencyRule], regions: tuple[str, ...] | None) -> str:
+    """Describe what the strict rules allow."""
+    if not rules:
+        return ""
+    listed = ", ".join(regions) if regions else "nothing"
+    return f"strict {', '.join(r.name for r in rules)} → {listed}"
+
+
+def _preferred(
+    rules: list[ResidencyRule], allowed: set[str] | None, order: dict[str, int]
+) -> tuple[str, ...]:
+    """Return the preferred regions: all rules' common ones, else any one's, inside ``allowed``."""
+    if not rules:
+        return ()
+    common = set(rules[0].regions)
+    union: set[str] = set()
+    for rule in rules:
+        common &= set(rule.regions)
+        union |= set(rule.regions)
+    for candidate in (common, union):
+        inside = candidate if allowed is None else candidate & allowed
+        if inside:
+            return _ordered(inside, order)
+    return ()
+
+
+def _ordered(names: Iterable[str], order: dict[str, int]) -> tuple[str, ...]:
+    """Order region names as the fleet lists them (unknown names last, by name)."""
+    return tuple(sorted(names, key=lambda n: (order.get(n, len(order)), n)))
