@@ -37,6 +37,7 @@ def continent_of(country: str) -> str | None:
     """Return the continent code of an ISO country code, or None when unknown."""
     return CONTINENT_OF.get(country.upper())
 
+
 # Approximate geographic centroids (lat lon) per country; good to a few hundred km, which is
 # all an RTT estimate from a client zone to a region needs.
 _CENTROIDS = """
@@ -89,9 +90,7 @@ XK 42.60 20.90 YE 15.55 48.52 YT -12.83 45.17 ZA -30.56 22.94 ZM -13.13 27.85 ZW
 def _parse_centroids(text: str) -> dict[str, tuple[float, float]]:
     """Read ``CODE lat lon`` triples."""
     words = text.split()
-    return {
-        words[i]: (float(words[i + 1]), float(words[i + 2])) for i in range(0, len(words), 3)
-    }
+    return {words[i]: (float(words[i + 1]), float(words[i + 2])) for i in range(0, len(words), 3)}
 
 
 CENTROID_OF: dict[str, tuple[float, float]] = _parse_centroids(_CENTROIDS)

@@ -77,7 +77,7 @@ def continent_location(continent: str) -> ClientLocation:
 def default_database_path() -> str | None:
     """Return the path of the GeoLite2 City database shipped by maxminddb-geolite2, if any."""
     try:
-        from _maxminddb_geolite2 import geolite2_database  # type: ignore[import-not-found]
+        from _maxminddb_geolite2 import geolite2_database
     except ImportError:
         return None
     path: str = geolite2_database()
@@ -103,6 +103,11 @@ class Locator:
         self.hits = 0
         self.misses = 0
 
+    @property
+    def cached(self) -> int:
+        """Return how many prefixes the cache holds."""
+        return len(self._cache)
+
     def close(self) -> None:
         """Close the database file."""
         self._reader.close()
@@ -117,11 +122,14 @@ class Locator:
         """Locate an address or an ECS subnet (address + source prefix); never raise."""
         return self.locate_with_scope(ip, prefix_len)[0]
 
-    def locate_with_scope(self, ip: str, prefix_len: int | None = None) -> tuple[ClientLocation, int]:
+    def locate_with_scope(
+        self, ip: str, prefix_len: int | None = None
+    ) -> tuple[ClientLocation, int]:
         """Locate like ``locate`` and return the prefix length the answer holds for (ECS scope)."""
-        network = _cache_network(ip, prefix_len)
-        if network is None:
+        parsed = _parse(ip, prefix_len)
+        if parsed is None:
             return ClientLocation(), 0
+        address, network = parsed
         key = (network.version, int(network.network_address), network.prefixlen)
         cached = self._cache.get(key)
         if cached is not None:
@@ -129,17 +137,16 @@ class Locator:
             self.hits += 1
             return cached
         self.misses += 1
-        answer = self._lookup(network)
+        answer = self._lookup(address, network)
         self._cache[key] = answer
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return answer
 
-    def _lookup(self, network: _IpNetwork) -> tuple[ClientLocation, int]:
-        """Ask the database about the first address of ``network``."""
+    def _lookup(self, address: str, network: _IpNetwork) -> tuple[ClientLocation, int]:
+        """Ask the database about ``address``; the answer stands for all of ``network``."""
         import geoip2.errors
 
-        address = str(network.network_address)
         try:
             if self._is_city:
                 record: Any = self._reader.city(address)
@@ -154,21 +161,27 @@ class Locator:
         return _location_of(record), _scope(network, record.traits.network)
 
 
-def _cache_network(ip: str, prefix_len: int | None) -> _IpNetwork | None:
-    """Return the network an address or ECS subnet is cached under, or None when invalid."""
+def _parse(ip: str, prefix_len: int | None) -> tuple[str, _IpNetwork] | None:
+    """Return the address to look up and the network it is cached under; None when invalid.
+
+    An ECS address is masked to its source prefix; the cache network is that prefix or the
+    /24 (/56) around the address, whichever is shorter.
+    """
+    if prefix_len is not None and (
+        isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0
+    ):
+        return None
     try:
         address = ipaddress.ip_address(str(ip).strip())
     except ValueError:
         return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
+    if prefix_len is not None and prefix_len < address.max_prefixlen:
+        address = ipaddress.ip_network(f"{address}/{prefix_len}", strict=False).network_address
     granularity = V4_CACHE_PREFIX if address.version == 4 else V6_CACHE_PREFIX
-    length = granularity
-    if prefix_len is not None:
-        if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0:
-            return None
-        length = min(prefix_len, granularity)
-    return ipaddress.ip_network(f"{address}/{length}", strict=False)
+    length = granularity if prefix_len is None else min(prefix_len, granularity)
+    return str(address), ipaddress.ip_network(f"{address}/{length}", strict=False)
 
 
 def _scope(network: _IpNetwork, db_network: object) -> int:

@@ -234,6 +234,7 @@ class RegionStatus:
     reason: str
     since: float = 0.0
     ramp: float = 1.0
+    models: Mapping[str, float] = field(default_factory=dict)  # live capacity per model
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,3 +249,4 @@ class RoutingTable:
     generated_at: float
     regions: Mapping[str, RegionStatus]
     zones: Mapping[str, Mapping[str, tuple[WeightedRegion, ...]]]
+    notes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # why a list is empty

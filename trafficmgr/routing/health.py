@@ -1,0 +1,286 @@
+"""Endpoint and region health from heartbeats: what may take traffic, and how much.
+
+An endpoint is unhealthy when its last heartbeat is older than ``heartbeat_interval_s x
+miss_threshold`` (one missed heartbeat never takes it out), its probe of the model failed, a
+GPU reports XID or uncorrectable ECC errors (the agent reports errors seen since its previous
+heartbeat; one failed GPU breaks a tensor-parallel replica, so the whole endpoint goes), or
+its server reports none of the endpoint's models loaded. It is degraded, with a lower score and
+capacity, when GPUs throttle for heat or power, or when its KV cache or queue is saturated.
+
+Capacity is in decode tokens/s: ``decode_tokens_per_s x gpus x score``. A region's capacity
+is the sum over its healthy endpoints; endpoints that have never reported are left out of
+both its capacity and its score until they do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from trafficmgr.routing.types import (
+    AdminState,
+    Endpoint,
+    FailoverPolicy,
+    GpuProfile,
+    GpuSample,
+    Heartbeat,
+    Region,
+    RegionState,
+    RegionStatus,
+    ServerSample,
+)
+
+THROTTLE_PENALTY = 0.4  # score lost when every GPU throttles for heat or power
+HOT_C = 90.0  # a GPU this hot counts as thermally throttled even without a reason
+KV_SATURATED = 0.95
+QUEUE_SATURATED = 0.25  # waiting requests per unit of max concurrency
+SATURATION_PENALTY = 0.4
+DEGRADED_BELOW = 0.75  # a region serving less than this share of its capacity is degraded
+
+_BENIGN_THROTTLES = ("idle", "applicationsclock", "syncboost", "displayclock", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointHealth:
+    endpoint: str
+    region: str
+    healthy: bool  # may take traffic
+    score: float  # 0..1, 1 = fully healthy (GPU throttling, KV saturation lower it)
+    capacity: float  # decode tokens/s it can add now (0 when unhealthy or drained)
+    load: float  # 0..1 utilisation estimate from the heartbeat
+    reason: str
+    evidence: bool  # False before the first heartbeat (startup state)
+    models: tuple[str, ...] = ()  # models it can serve now
+    nominal: float = 0.0  # capacity when fully healthy
+
+
+class Observation(StrEnum):
+    """What one evaluation saw of a region, the failover state machine's input."""
+
+    NONE = "none"  # no evidence yet
+    GOOD = "good"
+    DEGRADED = "degraded"
+    BAD = "bad"
+    DRAINED = "drained"  # region or all its endpoints drained/disabled by an operator
+
+
+@dataclass(frozen=True, slots=True)
+class RegionHealth:
+    region: str
+    observation: Observation
+    capacity: float  # live decode tokens/s
+    nominal: float  # configured decode tokens/s of its active endpoints
+    headroom: float  # 0..1, free share of the live capacity
+    score: float  # live capacity / capacity of the endpoints that reported
+    reason: str
+    models: Mapping[str, float] = field(default_factory=dict)  # live capacity per model
+
+
+def nominal_capacity(endpoint: Endpoint, profile: GpuProfile | None) -> float:
+    """Return an endpoint's decode tokens/s when fully healthy."""
+    return profile.decode_tokens_per_s * endpoint.gpus if profile else 0.0
+
+
+def endpoint_health(
+    endpoint: Endpoint,
+    heartbeat: Heartbeat | None,
+    profile: GpuProfile,
+    policy: FailoverPolicy,
+    now: float,
+) -> EndpointHealth:
+    """Judge one endpoint from its latest heartbeat."""
+    nominal = nominal_capacity(endpoint, profile)
+
+    def down(reason: str, evidence: bool = True) -> EndpointHealth:
+        return EndpointHealth(
+            endpoint.name, endpoint.region, False, 0.0, 0.0, 0.0, reason, evidence, (), nominal
+        )
+
+    if endpoint.admin_state is not AdminState.ACTIVE:
+        return down(f"endpoint {endpoint.admin_state.value}", heartbeat is not None)
+    if heartbeat is None:
+        return down("no heartbeat yet", evidence=False)
+    failure = _failure(endpoint, heartbeat, policy, now)
+    if failure:
+        return down(failure)
+    models = _models_served(endpoint, heartbeat.server)
+    if not models:
+        return down("none of its models loaded")
+    score, notes = _score(heartbeat, profile, endpoint.gpus)
+    if len(models) < len(endpoint.models):
+        notes.append(f"only {', '.join(models)} loaded")
+    load = _load(heartbeat, profile, endpoint.gpus)
+    return EndpointHealth(
+        endpoint.name,
+        endpoint.region,
+        True,
+        score,
+        nominal * score,
+        load,
+        "; ".join(notes) or "ok",
+        True,
+        models,
+        nominal,
+    )
+
+
+def _failure(endpoint: Endpoint, hb: Heartbeat, policy: FailoverPolicy, now: float) -> str:
+    """Return why the endpoint may not take traffic, or an empty string."""
+    age = now - hb.received_at
+    limit = policy.heartbeat_interval_s * policy.miss_threshold
+    if age > limit:
+        return (
+            f"heartbeat {age:.1f} s old > {policy.miss_threshold} x "
+            f"{policy.heartbeat_interval_s:g} s"
+        )
+    if hb.probe is not None and not hb.probe.ok:
+        return "probe failed"
+    for gpu in hb.gpus:
+        if gpu.xid_errors > 0:
+            return f"xid errors on GPU {gpu.index}"
+        if gpu.ecc_errors > 0:
+            return f"ecc errors on GPU {gpu.index}"
+    return ""
+
+
+def _models_served(endpoint: Endpoint, server: ServerSample | None) -> tuple[str, ...]:
+    """Return the configured models the server has loaded (all when it does not say)."""
+    if server is None or not server.models_loaded:
+        return endpoint.models
+    loaded = set(server.models_loaded)
+    return tuple(m for m in endpoint.models if m in loaded)
+
+
+def _score(hb: Heartbeat, profile: GpuProfile, gpus: int) -> tuple[float, list[str]]:
+    """Return the 0..1 health score and the reasons that lowered it."""
+    score = 1.0
+    notes: list[str] = []
+    throttled = [g for g in hb.gpus if _throttled(g)]
+    if throttled:
+        share = len(throttled) / max(len(hb.gpus), 1)
+        score *= 1.0 - THROTTLE_PENALTY * share
+        notes.append(f"throttled on {len(throttled)}/{len(hb.gpus)} GPUs")
+    server = hb.server
+    if server is not None:
+        queue_limit = max(1.0, profile.max_concurrency * gpus * QUEUE_SATURATED)
+        if server.kv_cache_usage >= KV_SATURATED:
+            score *= 1.0 - SATURATION_PENALTY
+            notes.append(f"KV cache {server.kv_cache_usage:.0%} full")
+        elif server.requests_waiting >= queue_limit:
+            score *= 1.0 - SATURATION_PENALTY
+            notes.append(f"queue saturated ({server.requests_waiting} waiting)")
+    return score, notes
+
+
+def _throttled(gpu: GpuSample) -> bool:
+    """Tell whether a GPU is slowed down for heat or power (not idle or by clock settings)."""
+    if gpu.temp_c >= HOT_C:
+        return True
+    for reason in gpu.throttle_reasons:
+        norm = reason.lower().replace("_", "").replace(" ", "").replace("-", "")
+        if norm and not any(b in norm for b in _BENIGN_THROTTLES):
+            return True
+    return False
+
+
+def _load(hb: Heartbeat, profile: GpuProfile, gpus: int) -> float:
+    """Estimate utilisation 0..1: KV cache or concurrency from the server, else GPU busy time."""
+    server = hb.server
+    if server is not None:
+        concurrency = server.requests_running / max(1, profile.max_concurrency * gpus)
+        return _clip(max(server.kv_cache_usage, concurrency))
+    if hb.gpus:
+        return _clip(sum(g.util_pct for g in hb.gpus) / (100.0 * len(hb.gpus)))
+    return 0.0
+
+
+def _clip(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def region_health(region: Region, healths: Sequence[EndpointHealth]) -> RegionHealth:
+    """Sum one region's endpoint health into what the failover state machine observes."""
+    names = {e.name for e in region.endpoints if e.admin_state is AdminState.ACTIVE}
+    active = [h for h in healths if h.endpoint in names]
+    nominal = sum(h.nominal for h in active)
+    if region.admin_state is not AdminState.ACTIVE:
+        return _no_capacity(
+            region, Observation.DRAINED, nominal, f"region {region.admin_state.value}"
+        )
+    if not region.endpoints:
+        return _no_capacity(region, Observation.BAD, 0.0, "no endpoints configured")
+    if not active:
+        return _no_capacity(region, Observation.DRAINED, 0.0, "all endpoints drained")
+    reported = [h for h in active if h.evidence]
+    if not reported:
+        return _no_capacity(region, Observation.NONE, nominal, "no heartbeat yet")
+    serving = [h for h in reported if h.healthy]
+    capacity = sum(h.capacity for h in serving)
+    if capacity <= 0:
+        return _no_capacity(region, Observation.BAD, nominal, _summary(reported, len(reported)))
+    score = capacity / max(sum(h.nominal for h in reported), 1e-9)
+    used = sum(h.capacity * h.load for h in serving)
+    models: dict[str, float] = {}
+    for h in serving:
+        for m in h.models:
+            models[m] = models.get(m, 0.0) + h.capacity
+    observation = Observation.GOOD if score >= DEGRADED_BELOW else Observation.DEGRADED
+    reason = f"{len(serving)}/{len(active)} endpoints serving, {score:.0%} of capacity"
+    problems = [h for h in reported if not h.healthy or h.reason != "ok"]
+    if problems:
+        reason = f"{reason}; {_summary(problems, len(problems))}"
+    headroom = _clip(1.0 - used / capacity)
+    return RegionHealth(
+        region.name, observation, capacity, nominal, headroom, min(score, 1.0), reason, models
+    )
+
+
+def _no_capacity(region: Region, obs: Observation, nominal: float, reason: str) -> RegionHealth:
+    return RegionHealth(region.name, obs, 0.0, nominal, 0.0, 0.0, reason)
+
+
+def _summary(healths: Sequence[EndpointHealth], count: int, limit: int = 3) -> str:
+    """Describe the first few endpoints' problems."""
+    parts = [f"{h.endpoint}: {h.reason}" for h in healths[:limit]]
+    if count > limit:
+        parts.append(f"and {count - limit} more")
+    return "; ".join(parts)
+
+
+def config_capacity(region: Region, profiles: Mapping[str, GpuProfile]) -> dict[str, float]:
+    """Return a region's configured decode tokens/s per model over its active endpoints."""
+    models: dict[str, float] = {}
+    if region.admin_state is not AdminState.ACTIVE:
+        return models
+    for e in region.endpoints:
+        if e.admin_state is AdminState.ACTIVE:
+            cap = nominal_capacity(e, profiles.get(e.gpu))
+            for m in e.models:
+                models[m] = models.get(m, 0.0) + cap
+    return models
+
+
+def config_status(
+    region: Region, profiles: Mapping[str, GpuProfile], since: float = 0.0
+) -> RegionStatus:
+    """Return a region's status from configuration alone, before any heartbeat."""
+    if region.admin_state is not AdminState.ACTIVE:
+        return RegionStatus(
+            RegionState.DRAINED, 0.0, 0.0, f"region {region.admin_state.value}", since
+        )
+    models = config_capacity(region, profiles)
+    capacity = sum(
+        nominal_capacity(e, profiles.get(e.gpu))
+        for e in region.endpoints
+        if e.admin_state is AdminState.ACTIVE
+    )
+    return RegionStatus(
+        RegionState.UNKNOWN,
+        1.0 if capacity > 0 else 0.0,
+        capacity,
+        "no evidence yet: serving by configuration",
+        since,
+        1.0,
+        models,
+    )

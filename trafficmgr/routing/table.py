@@ -1,0 +1,260 @@
+"""Compile the global routing table: per client zone and model, weighted regions with reasons.
+
+Zones are every country of ``fleet.clients`` (or of ``zones`` when given), every country a
+residency rule names, every continent and ``default``; lookups fall back country →
+continent → default. Rule countries and continents are always compiled, so a lookup can
+never fall through to a zone with weaker rules. Country codes that are also continent codes
+(AS, NA, SA) are keyed ``country:AS`` etc.; the continents keep the bare codes.
+
+How one list is weighed: ``weighting.py``. Then:
+
+6. With ``previous``, at most ``max_shift_per_tick`` of a list's weight moves per compile,
+   except that weight always leaves regions that are no longer eligible (down, drained,
+   forbidden) at once: safety first.
+7. Weights are rounded to 4 decimals with the largest-remainder method, so each list sums
+   to exactly 10,000 units of 0.0001; a list is empty only when nothing may be answered,
+   and ``notes`` then says why.
+
+The version is a short hash of the region states and every list (weights and reasons), so
+the same inputs give the same table and version; ``generated_at`` is not part of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from trafficmgr.routing.countries import CONTINENTS, continent_of
+from trafficmgr.routing.geo import continent_location, country_location, rtt_ms
+from trafficmgr.routing.health import config_status
+from trafficmgr.routing.residency import base_decision
+from trafficmgr.routing.table_diff import TableDiff, diff_tables
+from trafficmgr.routing.table_json import content_version, table_from_json, table_to_json
+from trafficmgr.routing.types import (
+    ClientLocation,
+    Fleet,
+    GeoPoint,
+    RegionStatus,
+    RoutingTable,
+    WeightedRegion,
+)
+from trafficmgr.routing.weighting import ZoneList, model_candidates, region_view, weigh_list
+
+__all__ = [
+    "TableDiff",
+    "compile_table",
+    "diff_tables",
+    "lookup",
+    "static_table",
+    "table_from_json",
+    "table_to_json",
+    "zone_keys",
+    "zone_location",
+]
+
+DEFAULT_ZONE = "default"
+COUNTRY_PREFIX = "country:"  # for AS, NA, SA: country codes that are also continent codes
+WEIGHT_UNITS = 10_000
+_Layout = tuple[tuple[GeoPoint, int], ...]
+_Distances = tuple[tuple[float, ...] | None, tuple[int, ...]]
+_RTT_CACHE: dict[_Layout, dict[GeoPoint | None, _Distances]] = {}
+_RTT_CACHE_LIMIT = 64
+
+Lists = dict[str, tuple[WeightedRegion, ...]]
+
+
+def zone_of_country(country: str) -> str:
+    """Return the zone key of a country (prefixed when the code is also a continent code)."""
+    code = country.upper()
+    return f"{COUNTRY_PREFIX}{code}" if code in CONTINENTS else code
+
+
+def zone_keys(client: ClientLocation) -> tuple[str, ...]:
+    """Return the zones to try for a client, most specific first, e.g. ("DE", "EU", "default")."""
+    keys: list[str] = []
+    country = client.country.upper() if client.country else None
+    if country:
+        keys.append(zone_of_country(country))
+    continent = client.continent or (continent_of(country) if country else None)
+    if continent and continent.upper() in CONTINENTS:
+        keys.append(continent.upper())
+    keys.append(DEFAULT_ZONE)
+    return tuple(keys)
+
+
+def zone_location(zone: str) -> ClientLocation:
+    """Return where a zone's clients are, as far as the zone tells."""
+    if zone == DEFAULT_ZONE:
+        return ClientLocation()
+    if zone.startswith(COUNTRY_PREFIX):
+        return country_location(zone[len(COUNTRY_PREFIX) :])
+    if zone in CONTINENTS:
+        return continent_location(zone)
+    return country_location(zone)
+
+
+def lookup(table: RoutingTable, client: ClientLocation, model: str) -> tuple[WeightedRegion, ...]:
+    """Return the weighted regions for a client and model (country → continent → default)."""
+    for key in zone_keys(client):
+        lists = table.zones.get(key)
+        if lists is not None:
+            return lists.get(model, ())
+    return ()
+
+
+def table_zones(fleet: Fleet, zones: Iterable[str] | None = None) -> tuple[str, ...]:
+    """Return the zones to compile: client countries (or ``zones``), rule countries, continents."""
+    wanted: set[str] = set()
+    if zones is None:
+        wanted.update(zone_of_country(c.country) for c in fleet.clients if continent_of(c.country))
+    else:
+        wanted.update(key for key in map(_zone_key, zones) if key is not None)
+    for rule in fleet.residency:
+        wanted.update(zone_of_country(c) for c in rule.countries if continent_of(c))
+    wanted.update(CONTINENTS)
+    wanted.add(DEFAULT_ZONE)
+    return tuple(sorted(wanted))
+
+
+def _zone_key(name: str) -> str | None:
+    """Normalise a zone name; None when it is no country, continent or ``default``.
+
+    A bare AS, NA or SA names the continent; ``country:NA`` names the country.
+    """
+    text = str(name).strip()
+    if text == DEFAULT_ZONE or text.upper() in CONTINENTS:
+        return text if text == DEFAULT_ZONE else text.upper()
+    code = text[len(COUNTRY_PREFIX) :] if text.startswith(COUNTRY_PREFIX) else text
+    return zone_of_country(code) if continent_of(code) else None
+
+
+def static_table(fleet: Fleet, now: float) -> RoutingTable:
+    """Compile the table from configuration alone (residency applied), before any evidence."""
+    statuses = {r.name: config_status(r, fleet.gpu_profiles, now) for r in fleet.regions}
+    return compile_table(fleet, statuses, now)
+
+
+def compile_table(
+    fleet: Fleet,
+    statuses: Mapping[str, RegionStatus],
+    now: float,
+    previous: RoutingTable | None = None,
+    zones: Iterable[str] | None = None,
+) -> RoutingTable:
+    """Compile the routing table from the fleet and the regions' statuses."""
+    views = [region_view(i, r, statuses.get(r.name), fleet) for i, r in enumerate(fleet.regions)]
+    models = fleet.models()
+    per_model = {m: model_candidates(views, m) for m in models}
+    layout = tuple((v.region.location, v.region.priority) for v in views)
+    cache = _distance_cache(layout)
+    out_zones: dict[str, Lists] = {}
+    notes: dict[str, dict[str, str]] = {}
+    for zone in table_zones(fleet, zones):
+        client = zone_location(zone)
+        decision = base_decision(fleet, client)
+        rtts, order = _distances(cache, layout, client.point)
+        lists: Lists = {}
+        for model in models:
+            listed = weigh_list(fleet, decision, per_model[model], rtts, order)
+            result = listed.entries
+            old = _previous(previous, zone, model)
+            if old and result:
+                result = _limit_shift(old, listed, fleet.failover.max_shift_per_tick)
+            lists[model] = _rounded(result)
+            if listed.note:
+                notes.setdefault(zone, {})[model] = listed.note
+        out_zones[zone] = lists
+    region_statuses = {v.region.name: v.status for v in views}
+    version = content_version(region_statuses, out_zones)
+    return RoutingTable(version, now, region_statuses, out_zones, notes)
+
+
+def clear_distance_cache() -> None:
+    """Forget the cached RTTs (for benchmarks of a cold compile)."""
+    _RTT_CACHE.clear()
+
+
+def _distance_cache(layout: _Layout) -> dict[GeoPoint | None, _Distances]:
+    """Return the RTT cache of a fleet layout (kept across compiles: zones never move)."""
+    per_layout = _RTT_CACHE.get(layout)
+    if per_layout is None:
+        if len(_RTT_CACHE) >= _RTT_CACHE_LIMIT:
+            _RTT_CACHE.clear()
+        per_layout = _RTT_CACHE.setdefault(layout, {})
+    return per_layout
+
+
+def _distances(
+    cache: dict[GeoPoint | None, _Distances], layout: _Layout, where: GeoPoint | None
+) -> _Distances:
+    """Return the RTT from ``where`` to each region and the regions by (priority, RTT)."""
+    found = cache.get(where)
+    if found is None:
+        if where is None:
+            rtts = None
+            order = tuple(sorted(range(len(layout)), key=lambda i: layout[i][1]))
+        else:
+            rtts = tuple(rtt_ms(where, point) for point, _ in layout)
+            order = tuple(sorted(range(len(layout)), key=lambda i: (layout[i][1], rtts[i])))
+        found = cache[where] = (rtts, order)
+    return found
+
+
+def _previous(previous: RoutingTable | None, zone: str, model: str) -> tuple[WeightedRegion, ...]:
+    if previous is None:
+        return ()
+    return previous.zones.get(zone, {}).get(model, ())
+
+
+def _limit_shift(
+    old: Sequence[WeightedRegion], new: ZoneList, max_shift: float
+) -> list[WeightedRegion]:
+    """Move at most ``max_shift`` of the weight; weight on non-carriers leaves at once."""
+    target = _normalised(new.entries)
+    carriers = new.carriers
+    kept = {w.region: w.weight for w in old if w.region in carriers and w.weight > 0}
+    forced = 1.0 - sum(kept.values())
+    start = dict(kept)
+    for region, weight in target.items():
+        start[region] = start.get(region, 0.0) + max(0.0, forced) * weight
+    moved = sum(abs(target.get(r, 0.0) - start.get(r, 0.0)) for r in start.keys() | target) / 2
+    if moved <= max_shift + 1e-9:
+        return new.entries
+    step = max_shift / moved
+    reasons = {w.region: w.reason for w in new.entries}
+    limited = f"; shift limited to {max_shift:.0%} per tick"
+    out = []
+    for region in sorted(start.keys() | target):
+        weight = start.get(region, 0.0) + (target.get(region, 0.0) - start.get(region, 0.0)) * step
+        reason = reasons.get(region, "phasing out") + limited
+        out.append(WeightedRegion(region, weight, reason))
+    return out
+
+
+def _normalised(entries: Sequence[WeightedRegion]) -> dict[str, float]:
+    total = sum(w.weight for w in entries) or 1.0
+    out: dict[str, float] = {}
+    for w in entries:
+        out[w.region] = out.get(w.region, 0.0) + w.weight / total
+    return out
+
+
+def _rounded(entries: Sequence[WeightedRegion]) -> tuple[WeightedRegion, ...]:
+    """Round weights to 1/WEIGHT_UNITS summing to exactly 1 (largest remainder), sort them."""
+    total = sum(w.weight for w in entries if w.weight > 0)
+    if total <= 0:
+        return ()
+    scaled = [(w, w.weight / total * WEIGHT_UNITS) for w in entries if w.weight > 0]
+    units = [int(s) for _, s in scaled]
+    spare = WEIGHT_UNITS - sum(units)
+    by_remainder = sorted(
+        range(len(scaled)), key=lambda i: (units[i] - scaled[i][1], scaled[i][0].region)
+    )
+    for i in by_remainder[:spare]:
+        units[i] += 1
+    out = [
+        WeightedRegion(w.region, u / WEIGHT_UNITS, w.reason)
+        for (w, _), u in zip(scaled, units, strict=True)
+        if u > 0
+    ]
+    out.sort(key=lambda w: (-w.weight, w.region))
+    return tuple(out)
