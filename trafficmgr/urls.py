@@ -8,4 +8,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("regions.urls")),
+    path("", include("dashboard.urls")),
 ]
