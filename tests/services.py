@@ -7,9 +7,15 @@ skipped; with ``TRAFFICMGR_REQUIRE_SERVICES=1`` (CI) a skipped integration test 
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 
 import pytest
+
+# Defaults for a bare ``pytest`` run, set before pytest-django loads the settings;
+# real values from the environment win.
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+os.environ.setdefault("TRAFFICMGR_VAR_DIR", tempfile.mkdtemp(prefix="trafficmgr-test-var-"))
 
 REQUIRED = os.environ.get("TRAFFICMGR_REQUIRE_SERVICES", "") in {"1", "true", "yes", "on"}
 _skipped: list[str] = []

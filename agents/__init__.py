@@ -1,0 +1,9 @@
+"""trafficmgr node agent: NVML, inference-server metrics and a model probe, pushed as heartbeats.
+
+Standalone: imports neither Django nor the control plane, so it installs alone on a GPU node
+(``agents/pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
