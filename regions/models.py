@@ -194,7 +194,11 @@ class ResidencyRule(models.Model):
         continents = self.continents if isinstance(self.continents, list) else None
         if countries is None:
             errors["countries"] = "a list of ISO 3166-1 alpha-2 codes"
-        elif bad := [c for c in countries if not isinstance(c, str) or continent_of(c) is None]:
+        elif bad := [
+            c
+            for c in countries
+            if not isinstance(c, str) or c != c.upper() or continent_of(c) is None
+        ]:
             errors["countries"] = f"not ISO 3166-1 alpha-2 codes: {bad!r}"
         if continents is None:
             errors["continents"] = "a list of continent codes"
@@ -424,3 +428,6 @@ class DrillReport(models.Model):
     drill = models.OneToOneField(Drill, on_delete=models.CASCADE, related_name="report")
     report = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+from regions.models_loop import *  # noqa: E402, F403

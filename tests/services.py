@@ -15,6 +15,7 @@ import pytest
 # Defaults for a bare ``pytest`` run, set before pytest-django loads the settings;
 # real values from the environment win.
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+os.environ.setdefault("TRAFFICMGR_TLS", "0")  # the test client speaks plain HTTP
 os.environ.setdefault("TRAFFICMGR_VAR_DIR", tempfile.mkdtemp(prefix="trafficmgr-test-var-"))
 
 REQUIRED = os.environ.get("TRAFFICMGR_REQUIRE_SERVICES", "") in {"1", "true", "yes", "on"}

@@ -83,17 +83,26 @@ def _node_to_python(node: yaml.Node, path: str, lines: dict[str, int], loader: A
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, str):
-                raise FleetError([FleetIssue(path or "fleet", f"key {key!r} is not a string",
-                                             key_node.start_mark.line + 1)])
+                raise FleetError(
+                    [
+                        FleetIssue(
+                            path or "fleet",
+                            f"key {key!r} is not a string",
+                            key_node.start_mark.line + 1,
+                        )
+                    ]
+                )
             if key in out:
-                raise FleetError([FleetIssue(_join(path, key), "duplicate key",
-                                             key_node.start_mark.line + 1)])
+                raise FleetError(
+                    [FleetIssue(_join(path, key), "duplicate key", key_node.start_mark.line + 1)]
+                )
             out[key] = _node_to_python(value_node, _join(path, key), lines, loader)
         return out
     if isinstance(node, yaml.SequenceNode):
         if len(node.value) > MAX_ITEMS:
-            raise FleetError([FleetIssue(path, f"more than {MAX_ITEMS} items",
-                                         node.start_mark.line + 1)])
+            raise FleetError(
+                [FleetIssue(path, f"more than {MAX_ITEMS} items", node.start_mark.line + 1)]
+            )
         return [_node_to_python(v, f"{path}[{i}]", lines, loader) for i, v in enumerate(node.value)]
     return loader.construct_object(node, deep=True)
 
@@ -162,7 +171,9 @@ class _Reader:
                 return None
             path = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", path)
 
-    def mapping(self, value: Any, path: str, allowed: set[str], required: set[str]) -> dict[str, Any]:
+    def mapping(
+        self, value: Any, path: str, allowed: set[str], required: set[str]
+    ) -> dict[str, Any]:
         if not isinstance(value, dict):
             self.error(path or "fleet", f"expected a mapping, got {_kind(value)}")
             return {}
@@ -189,8 +200,16 @@ class _Reader:
             self.error(path, f"longer than {max_len} characters")
         return value
 
-    def number(self, value: Any, path: str, low: float, high: float, *, integer: bool = False,
-               low_open: bool = False) -> float:
+    def number(
+        self,
+        value: Any,
+        path: str,
+        low: float,
+        high: float,
+        *,
+        integer: bool = False,
+        low_open: bool = False,
+    ) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.error(path, f"expected a number, got {_kind(value)}")
             return low
@@ -252,22 +271,44 @@ def _host(host: str) -> None:
     except ValueError:
         pass
     labels = host.rstrip(".").split(".")
-    if not host or len(host) > 253 or not all(
-        0 < len(lbl) <= 63 and lbl.replace("-", "").isalnum() and not lbl.startswith("-")
-        for lbl in labels
+    if labels[-1].isdigit():
+        raise ValueError(f"{host!r} is not a valid IP address")
+    if (
+        not host
+        or len(host) > 253
+        or not all(
+            0 < len(lbl) <= 63 and lbl.replace("-", "").isalnum() and not lbl.startswith("-")
+            for lbl in labels
+        )
     ):
         raise ValueError(f"{host!r} is neither an IP address nor a host name")
 
 
 FLEET_KEYS = {"zone", "ttl", "gpu_profiles", "regions", "residency", "failover", "clients"}
-REGION_KEYS = {"name", "country", "location", "addresses", "priority", "weight", "state",
-               "endpoints"}
+REGION_KEYS = {
+    "name",
+    "country",
+    "location",
+    "addresses",
+    "priority",
+    "weight",
+    "state",
+    "endpoints",
+}
 ENDPOINT_KEYS = {"name", "address", "gpu", "gpus", "models", "weight", "state"}
 PROFILE_KEYS = {"prefill_tokens_per_s", "decode_tokens_per_s", "max_concurrency"}
 RULE_KEYS = {"name", "clients", "regions", "mode"}
-FAILOVER_KEYS = {"heartbeat_interval_s", "miss_threshold", "up_threshold", "down_threshold",
-                 "hold_down_s", "slow_start_s", "spillover_headroom", "all_down",
-                 "max_shift_per_tick"}
+FAILOVER_KEYS = {
+    "heartbeat_interval_s",
+    "miss_threshold",
+    "up_threshold",
+    "down_threshold",
+    "hold_down_s",
+    "slow_start_s",
+    "spillover_headroom",
+    "all_down",
+    "max_shift_per_tick",
+}
 
 
 def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
@@ -291,8 +332,15 @@ def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
         r.error("regions", "a fleet needs at least one region")
     if r.issues:
         raise FleetError(r.issues)
-    return Fleet(zone=zone, ttl=ttl, gpu_profiles=profiles, regions=regions,
-                 residency=residency, failover=failover, clients=clients)
+    return Fleet(
+        zone=zone,
+        ttl=ttl,
+        gpu_profiles=profiles,
+        regions=regions,
+        residency=residency,
+        failover=failover,
+        clients=clients,
+    )
 
 
 DEFAULT_PROFILES = {
@@ -315,12 +363,15 @@ def _profiles(r: _Reader, value: Any) -> dict[str, GpuProfile]:
             continue
         out[name] = GpuProfile(
             name=name,
-            prefill_tokens_per_s=r.number(s["prefill_tokens_per_s"], f"{path}.prefill_tokens_per_s",
-                                          0, 1e9, low_open=True),
-            decode_tokens_per_s=r.number(s["decode_tokens_per_s"], f"{path}.decode_tokens_per_s",
-                                         0, 1e9, low_open=True),
-            max_concurrency=int(r.number(s["max_concurrency"], f"{path}.max_concurrency", 1, 1e6,
-                                         integer=True)),
+            prefill_tokens_per_s=r.number(
+                s["prefill_tokens_per_s"], f"{path}.prefill_tokens_per_s", 0, 1e9, low_open=True
+            ),
+            decode_tokens_per_s=r.number(
+                s["decode_tokens_per_s"], f"{path}.decode_tokens_per_s", 0, 1e9, low_open=True
+            ),
+            max_concurrency=int(
+                r.number(s["max_concurrency"], f"{path}.max_concurrency", 1, 1e6, integer=True)
+            ),
         )
     return out
 
@@ -350,14 +401,27 @@ def _regions(r: _Reader, value: Any, profiles: Mapping[str, GpuProfile]) -> tupl
         point = _location(r, doc.get("location"), f"{path}.location") if "location" in doc else None
         addresses = _addresses(r, doc.get("addresses"), f"{path}.addresses")
         endpoints = _endpoints(r, doc.get("endpoints"), path, name, profiles, endpoint_names)
-        regions.append(Region(
-            name=name, country=country, continent=continent,
-            location=point or GeoPoint(0.0, 0.0), addresses=addresses, endpoints=endpoints,
-            priority=int(r.number(doc.get("priority", 1), f"{path}.priority", 0, 1000, integer=True)),
-            weight=float(r.number(doc.get("weight", 1.0), f"{path}.weight", 0, 1000)),
-            admin_state=AdminState(r.choice(doc.get("state", "active"), f"{path}.state",
-                                            tuple(s.value for s in AdminState))),
-        ))
+        regions.append(
+            Region(
+                name=name,
+                country=country,
+                continent=continent,
+                location=point or GeoPoint(0.0, 0.0),
+                addresses=addresses,
+                endpoints=endpoints,
+                priority=int(
+                    r.number(doc.get("priority", 1), f"{path}.priority", 0, 1000, integer=True)
+                ),
+                weight=float(r.number(doc.get("weight", 1.0), f"{path}.weight", 0, 1000)),
+                admin_state=AdminState(
+                    r.choice(
+                        doc.get("state", "active"),
+                        f"{path}.state",
+                        tuple(s.value for s in AdminState),
+                    )
+                ),
+            )
+        )
     return tuple(regions)
 
 
@@ -365,8 +429,9 @@ def _location(r: _Reader, value: Any, path: str) -> GeoPoint | None:
     doc = r.mapping(value, path, {"lat", "lon"}, {"lat", "lon"})
     if "lat" not in doc or "lon" not in doc:
         return None
-    return GeoPoint(r.number(doc["lat"], f"{path}.lat", -90, 90),
-                    r.number(doc["lon"], f"{path}.lon", -180, 180))
+    return GeoPoint(
+        r.number(doc["lat"], f"{path}.lat", -90, 90), r.number(doc["lon"], f"{path}.lon", -180, 180)
+    )
 
 
 def _addresses(r: _Reader, value: Any, path: str) -> tuple[str, ...]:
@@ -385,8 +450,14 @@ def _addresses(r: _Reader, value: Any, path: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _endpoints(r: _Reader, value: Any, rpath: str, region: str,
-               profiles: Mapping[str, GpuProfile], seen: set[str]) -> tuple[Endpoint, ...]:
+def _endpoints(
+    r: _Reader,
+    value: Any,
+    rpath: str,
+    region: str,
+    profiles: Mapping[str, GpuProfile],
+    seen: set[str],
+) -> tuple[Endpoint, ...]:
     out: list[Endpoint] = []
     for j, item in enumerate(r.seq(value, f"{rpath}.endpoints")):
         path = f"{rpath}.endpoints[{j}]"
@@ -410,13 +481,24 @@ def _endpoints(r: _Reader, value: Any, rpath: str, region: str,
             models.append(_check_name(r, m, f"{path}.models[{k}]"))
         if "models" in doc and not models:
             r.error(f"{path}.models", "an endpoint must serve at least one model")
-        out.append(Endpoint(
-            name=name, region=region, address=address, gpu=gpu, gpus=gpus,
-            models=tuple(models),
-            weight=float(r.number(doc.get("weight", 1.0), f"{path}.weight", 0, 1000)),
-            admin_state=AdminState(r.choice(doc.get("state", "active"), f"{path}.state",
-                                            tuple(s.value for s in AdminState))),
-        ))
+        out.append(
+            Endpoint(
+                name=name,
+                region=region,
+                address=address,
+                gpu=gpu,
+                gpus=gpus,
+                models=tuple(models),
+                weight=float(r.number(doc.get("weight", 1.0), f"{path}.weight", 0, 1000)),
+                admin_state=AdminState(
+                    r.choice(
+                        doc.get("state", "active"),
+                        f"{path}.state",
+                        tuple(s.value for s in AdminState),
+                    )
+                ),
+            )
+        )
     return tuple(out)
 
 
@@ -428,8 +510,9 @@ def _residency(r: _Reader, value: Any, regions: set[str]) -> tuple[ResidencyRule
         doc = r.mapping(item, path, RULE_KEYS, {"name", "clients", "regions"})
         name = _check_name(r, doc.get("name"), f"{path}.name") if "name" in doc else ""
         _unique(r, names, name, f"{path}.name", "residency rule")
-        clients = r.mapping(doc.get("clients", {}), f"{path}.clients",
-                            {"countries", "continents"}, set())
+        clients = r.mapping(
+            doc.get("clients", {}), f"{path}.clients", {"countries", "continents"}, set()
+        )
         countries = frozenset(
             str(r.string(c, f"{path}.clients.countries[{k}]", 2)).upper()
             for k, c in enumerate(r.seq(clients.get("countries"), f"{path}.clients.countries"))
@@ -443,8 +526,10 @@ def _residency(r: _Reader, value: Any, regions: set[str]) -> tuple[ResidencyRule
                 r.error(f"{path}.clients.countries", f"{c!r} is not an ISO 3166-1 alpha-2 code")
         for c in sorted(continents):
             if c and c not in CONTINENTS:
-                r.error(f"{path}.clients.continents",
-                        f"{c!r} is not a continent code ({', '.join(sorted(CONTINENTS))})")
+                r.error(
+                    f"{path}.clients.continents",
+                    f"{c!r} is not a continent code ({', '.join(sorted(CONTINENTS))})",
+                )
         if "clients" in doc and not countries and not continents:
             r.error(f"{path}.clients", "a residency rule must name client countries or continents")
         allowed: list[str] = []
@@ -455,10 +540,18 @@ def _residency(r: _Reader, value: Any, regions: set[str]) -> tuple[ResidencyRule
             allowed.append(text)
         if "regions" in doc and not allowed:
             r.error(f"{path}.regions", "a residency rule must allow at least one region")
-        mode = r.choice(doc.get("mode", "strict"), f"{path}.mode",
-                        tuple(m.value for m in ResidencyMode))
-        out.append(ResidencyRule(name=name, countries=countries, continents=continents,
-                                 regions=tuple(allowed), mode=ResidencyMode(mode)))
+        mode = r.choice(
+            doc.get("mode", "strict"), f"{path}.mode", tuple(m.value for m in ResidencyMode)
+        )
+        out.append(
+            ResidencyRule(
+                name=name,
+                countries=countries,
+                continents=continents,
+                regions=tuple(allowed),
+                mode=ResidencyMode(mode),
+            )
+        )
     return tuple(out)
 
 
@@ -469,23 +562,63 @@ def _failover(r: _Reader, value: Any) -> FailoverPolicy:
     d = FailoverPolicy()
     num: Callable[..., float] = r.number
     policy = FailoverPolicy(
-        heartbeat_interval_s=num(doc.get("heartbeat_interval_s", d.heartbeat_interval_s),
-                                 "failover.heartbeat_interval_s", 0.05, 3600),
-        miss_threshold=int(num(doc.get("miss_threshold", d.miss_threshold),
-                               "failover.miss_threshold", 1, 100, integer=True)),
-        up_threshold=int(num(doc.get("up_threshold", d.up_threshold), "failover.up_threshold",
-                             1, 100, integer=True)),
-        down_threshold=int(num(doc.get("down_threshold", d.down_threshold),
-                               "failover.down_threshold", 1, 100, integer=True)),
+        heartbeat_interval_s=num(
+            doc.get("heartbeat_interval_s", d.heartbeat_interval_s),
+            "failover.heartbeat_interval_s",
+            0.05,
+            3600,
+        ),
+        miss_threshold=int(
+            num(
+                doc.get("miss_threshold", d.miss_threshold),
+                "failover.miss_threshold",
+                1,
+                100,
+                integer=True,
+            )
+        ),
+        up_threshold=int(
+            num(
+                doc.get("up_threshold", d.up_threshold),
+                "failover.up_threshold",
+                1,
+                100,
+                integer=True,
+            )
+        ),
+        down_threshold=int(
+            num(
+                doc.get("down_threshold", d.down_threshold),
+                "failover.down_threshold",
+                1,
+                100,
+                integer=True,
+            )
+        ),
         hold_down_s=num(doc.get("hold_down_s", d.hold_down_s), "failover.hold_down_s", 0, 86400),
-        slow_start_s=num(doc.get("slow_start_s", d.slow_start_s), "failover.slow_start_s",
-                         0, 86400),
-        spillover_headroom=num(doc.get("spillover_headroom", d.spillover_headroom),
-                               "failover.spillover_headroom", 0, 0.9),
-        all_down=AllDown(r.choice(doc.get("all_down", d.all_down.value), "failover.all_down",
-                                  tuple(a.value for a in AllDown))),
-        max_shift_per_tick=num(doc.get("max_shift_per_tick", d.max_shift_per_tick),
-                               "failover.max_shift_per_tick", 0, 1, low_open=True),
+        slow_start_s=num(
+            doc.get("slow_start_s", d.slow_start_s), "failover.slow_start_s", 0, 86400
+        ),
+        spillover_headroom=num(
+            doc.get("spillover_headroom", d.spillover_headroom),
+            "failover.spillover_headroom",
+            0,
+            0.9,
+        ),
+        all_down=AllDown(
+            r.choice(
+                doc.get("all_down", d.all_down.value),
+                "failover.all_down",
+                tuple(a.value for a in AllDown),
+            )
+        ),
+        max_shift_per_tick=num(
+            doc.get("max_shift_per_tick", d.max_shift_per_tick),
+            "failover.max_shift_per_tick",
+            0,
+            1,
+            low_open=True,
+        ),
     )
     return policy
 
@@ -500,8 +633,9 @@ def _clients(r: _Reader, value: Any) -> tuple[ClientShare, ...]:
         country = r.string(doc["country"], f"{path}.country", 2).upper()
         if country and continent_of(country) is None:
             r.error(f"{path}.country", f"{country!r} is not an ISO 3166-1 alpha-2 code")
-        out.append(ClientShare(country, r.number(doc["share"], f"{path}.share", 0, 1,
-                                                 low_open=True)))
+        out.append(
+            ClientShare(country, r.number(doc["share"], f"{path}.share", 0, 1, low_open=True))
+        )
     total = sum(c.share for c in out)
     if out and abs(total - 1.0) > 0.01:
         r.error("clients", f"shares sum to {total:.3f}, expected 1")
@@ -510,17 +644,26 @@ def _clients(r: _Reader, value: Any) -> tuple[ClientShare, ...]:
 
 def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
     """The fleet as a fleet-file document; ``fleet_from_dict`` of it gives the same Fleet."""
-    doc: dict[str, Any] = {"zone": fleet.zone, "ttl": fleet.ttl, "gpu_profiles": {
-        p.name: {"prefill_tokens_per_s": p.prefill_tokens_per_s,
-                 "decode_tokens_per_s": p.decode_tokens_per_s,
-                 "max_concurrency": p.max_concurrency}
-        for p in sorted(fleet.gpu_profiles.values(), key=lambda p: p.name)}}
+    doc: dict[str, Any] = {
+        "zone": fleet.zone,
+        "ttl": fleet.ttl,
+        "gpu_profiles": {
+            p.name: {
+                "prefill_tokens_per_s": p.prefill_tokens_per_s,
+                "decode_tokens_per_s": p.decode_tokens_per_s,
+                "max_concurrency": p.max_concurrency,
+            }
+            for p in sorted(fleet.gpu_profiles.values(), key=lambda p: p.name)
+        },
+    }
     doc["regions"] = []
     for reg in fleet.regions:
         rd: dict[str, Any] = {
-            "name": reg.name, "country": reg.country,
+            "name": reg.name,
+            "country": reg.country,
             "location": {"lat": reg.location.lat, "lon": reg.location.lon},
-            "addresses": list(reg.addresses), "priority": reg.priority,
+            "addresses": list(reg.addresses),
+            "priority": reg.priority,
         }
         if reg.weight != 1.0:
             rd["weight"] = reg.weight
@@ -528,8 +671,13 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
             rd["state"] = reg.admin_state.value
         rd["endpoints"] = []
         for e in reg.endpoints:
-            ed: dict[str, Any] = {"name": e.name, "address": e.address, "gpu": e.gpu,
-                                  "gpus": e.gpus, "models": list(e.models)}
+            ed: dict[str, Any] = {
+                "name": e.name,
+                "address": e.address,
+                "gpu": e.gpu,
+                "gpus": e.gpus,
+                "models": list(e.models),
+            }
             if e.weight != 1.0:
                 ed["weight"] = e.weight
             if e.admin_state is not AdminState.ACTIVE:
@@ -537,18 +685,31 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
             rd["endpoints"].append(ed)
         doc["regions"].append(rd)
     doc["residency"] = [
-        {"name": rule.name,
-         "clients": {k: v for k, v in (("countries", sorted(rule.countries)),
-                                       ("continents", sorted(rule.continents))) if v},
-         "regions": list(rule.regions), "mode": rule.mode.value}
+        {
+            "name": rule.name,
+            "clients": {
+                k: v
+                for k, v in (
+                    ("countries", sorted(rule.countries)),
+                    ("continents", sorted(rule.continents)),
+                )
+                if v
+            },
+            "regions": list(rule.regions),
+            "mode": rule.mode.value,
+        }
         for rule in fleet.residency
     ]
     f = fleet.failover
     doc["failover"] = {
-        "heartbeat_interval_s": f.heartbeat_interval_s, "miss_threshold": f.miss_threshold,
-        "up_threshold": f.up_threshold, "down_threshold": f.down_threshold,
-        "hold_down_s": f.hold_down_s, "slow_start_s": f.slow_start_s,
-        "spillover_headroom": f.spillover_headroom, "all_down": f.all_down.value,
+        "heartbeat_interval_s": f.heartbeat_interval_s,
+        "miss_threshold": f.miss_threshold,
+        "up_threshold": f.up_threshold,
+        "down_threshold": f.down_threshold,
+        "hold_down_s": f.hold_down_s,
+        "slow_start_s": f.slow_start_s,
+        "spillover_headroom": f.spillover_headroom,
+        "all_down": f.all_down.value,
         "max_shift_per_tick": f.max_shift_per_tick,
     }
     if fleet.clients:
@@ -557,5 +718,4 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
 
 
 def dump_fleet(fleet: Fleet) -> str:
-    return yaml.safe_dump(fleet_to_dict(fleet), sort_keys=False, default_flow_style=None,
-                          width=100)
+    return yaml.safe_dump(fleet_to_dict(fleet), sort_keys=False, default_flow_style=None, width=100)

@@ -10,3 +10,5 @@ urlpatterns = [
     path("", include("regions.urls")),
     path("", include("dashboard.urls")),
 ]
+
+handler404 = "regions.api.errors.not_found"

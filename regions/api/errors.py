@@ -6,7 +6,10 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.db import IntegrityError
+from django.db.models import ProtectedError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -20,9 +23,15 @@ class DomainError(Exception):
     status_code = status.HTTP_409_CONFLICT
     code = "conflict"
 
-    def __init__(self, detail: str, *, fields: dict[str, list[str]] | None = None,
-                 code: str | None = None, status_code: int | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        fields: dict[str, list[str]] | None = None,
+        code: str | None = None,
+        status_code: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.fields = fields or {}
@@ -37,7 +46,11 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
+            # DRF keys list-item errors by index: addresses[3], like the fleet file's paths.
+            if isinstance(key, int):
+                name = f"{prefix}[{key}]"
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
             if key == "non_field_errors" and prefix == "":
                 name = "non_field_errors"
             for k, v in _flatten(value, name).items():
@@ -54,7 +67,9 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return out
 
 
-def error_body(code: str, detail: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def error_body(
+    code: str, detail: str, fields: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
     return {"error": code, "detail": detail, "fields": fields or {}}
 
 
@@ -65,9 +80,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(body, status=exc.status_code)
     if isinstance(exc, FleetError):
         return Response(error_body("invalid_fleet", str(exc), exc.as_fields()), status=400)
+    if isinstance(exc, ProtectedError):
+        users = sorted({str(obj) for obj in exc.protected_objects})
+        more = f" and {len(users) - 20} more" if len(users) > 20 else ""
+        return Response(
+            error_body("in_use", f"still used by {', '.join(users[:20])}{more}"), status=409
+        )
+    if isinstance(exc, IntegrityError):
+        # Validation catches duplicates first; this is the race between two writers.
+        return Response(
+            error_body("conflict", "the change conflicts with a concurrent one"), status=409
+        )
     if isinstance(exc, DjangoValidationError):
-        fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors":
-                                                                      exc.messages}
+        fields = (
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
         exc = exceptions.ValidationError(fields)
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -88,3 +115,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
             response["Retry-After"] = str(max(1, int(exc.wait + 0.999)))
     return response
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404 in the API's error format under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            error_body("not_found", f"no such resource: {request.path}"), status=404
+        )
+    return page_not_found(request, exception)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework.request import Request
+from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 
@@ -10,6 +11,11 @@ class TokenRateThrottle(SimpleRateThrottle):
     """Rate limit per token (or per user / client address without one)."""
 
     scope = "token"
+
+    def get_rate(self) -> str | None:
+        # Read at request time (DRF reads it at import), so a settings override applies.
+        rate: str | None = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return rate
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         token = getattr(request, "auth", None)
