@@ -62,13 +62,12 @@ class FleetError(ValueError):
 class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses anchors and aliases."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
             raise yaml.MarkedYAMLError(
                 "aliases are not allowed in a fleet file", None, None, event.start_mark
             )
-        event = self.peek_event()
         if getattr(event, "anchor", None):
             raise yaml.MarkedYAMLError(
                 "anchors are not allowed in a fleet file", None, None, event.start_mark

@@ -1,0 +1,347 @@
+"""Answer one DNS message: bytes in, bytes (or None: stay silent) out.
+
+This is the whole server minus the sockets, so tests call it as a function. Order of work
+per query: parse (``wire``), rate-limit (UDP only), refuse what is malformed or not ours,
+then answer from caches, rendering only on a miss. Routed names take two steps: the
+candidate regions for (name, type, client country, continent), which is all the routing
+table looks at, are cached; the pick among them is recomputed per query from the client's
+prefix bucket (a CRC and a bisection); the rendered answer is cached by the regions picked
+(and, for TXT, the client's place). So a few thousand client prefixes share a handful of
+rendered answers instead of one each. Both caches are emptied when the table or the fleet
+is replaced, which makes the table version part of every key without spelling it out.
+
+The query ID, its question (with the client's letter case), the ECS option with its scope
+and the EDNS buffer size are applied per query when the header and OPT record are written
+around the cached sections; a message that does not fit the client's buffer goes out
+truncated (TC=1) so the client retries over TCP. Since the cached part never depends on the
+buffer size, no size bucket is needed in the key."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import dns.rdatatype
+
+from trafficmgr.dns.choice import mask_prefix, prefix_bucket
+from trafficmgr.dns.config import MIN_UDP_PAYLOAD, ServerConfig
+from trafficmgr.dns.metrics import Counters
+from trafficmgr.dns.ratelimit import ALLOW, DROP, RateLimiter
+from trafficmgr.dns.routed import Candidates, RoutedAnswers
+from trafficmgr.dns.tables import Snapshot, TableStore
+from trafficmgr.dns.wire import (
+    BADVERS,
+    FLAG_AA,
+    FLAG_CD,
+    FLAG_QR,
+    FLAG_RD,
+    FLAG_TC,
+    FORMERR,
+    HEADER,
+    NOERROR,
+    NOTIMP,
+    NXDOMAIN,
+    RCODE_NAMES,
+    REFUSED,
+    SERVFAIL,
+    Query,
+    opt_record,
+    parse_query,
+)
+from trafficmgr.dns.zone import NameKind, Rendered, ZoneData, qname_of, render, rfc8482_rrset
+from trafficmgr.routing.types import ClientLocation
+
+log = logging.getLogger(__name__)
+
+A = int(dns.rdatatype.A)
+AAAA = int(dns.rdatatype.AAAA)
+TXT = int(dns.rdatatype.TXT)
+SOA = int(dns.rdatatype.SOA)
+NS = int(dns.rdatatype.NS)
+ANY = int(dns.rdatatype.ANY)
+ZONE_TRANSFERS = frozenset({int(dns.rdatatype.AXFR), int(dns.rdatatype.IXFR)})
+ROUTED_TYPES = frozenset({A, AAAA, TXT})
+CLASS_IN = 1
+V4_GRANULARITY = 24  # client prefixes that share one answer (RFC 7871 §11.1 suggests these)
+V6_GRANULARITY = 56
+MAX_TCP_MESSAGE = 65535
+LOCATION_CACHE = 65_536
+
+REFUSED_ANSWER = Rendered(REFUSED, False, 0, 0, 0, b"")
+_MAPPED = b"\x00" * 10 + b"\xff\xff"
+_EVENT_OF_RCODE = {
+    FORMERR: "formerr",
+    BADVERS: "badvers",
+    REFUSED: "refused",
+    NXDOMAIN: "nxdomain",
+    NOTIMP: "notimp",
+}
+
+
+class Locating(Protocol):
+    """What the responder needs of the engine's ``Locator``."""
+
+    def locate_with_scope(
+        self, ip: str, prefix_len: int | None = None
+    ) -> tuple[ClientLocation, int]: ...
+
+
+class Responder:
+    """Turns query bytes into response bytes; owns the answer cache and the rate limiter."""
+
+    def __init__(
+        self,
+        zone: ZoneData,
+        store: TableStore,
+        config: ServerConfig,
+        counters: Counters,
+        locator: Locating | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.zone = zone
+        self.store = store
+        self.config = config
+        self.counters = counters
+        self.locator = locator
+        self.limiter = RateLimiter(config.rrl_rate, config.rrl_burst, config.rrl_slip, clock)
+        self.routed = RoutedAnswers(config.answers)
+        self._events = counters.events
+        self._cache: dict[tuple[object, ...], Rendered] = {}
+        self._candidates: dict[tuple[object, ...], Candidates] = {}
+        self._cache_for: tuple[Snapshot, ZoneData] | None = None
+        self._where: dict[bytes, tuple[ClientLocation, int]] = {}
+        self._max_udp = max(MIN_UDP_PAYLOAD, config.max_udp_payload)
+
+    @property
+    def cache_entries(self) -> int:
+        """Return how many rendered answers are cached."""
+        return len(self._cache)
+
+    def handle(self, wire: bytes, source: str, tcp: bool = False) -> bytes | None:
+        """Answer one message from ``source`` (an IP address); None means send nothing."""
+        events = self._events
+        events["queries"] += 1
+        events["tcp" if tcp else "udp"] += 1
+        query = parse_query(wire)
+        if query is None:
+            events["dropped"] += 1
+            return None
+        if query.via_fallback:
+            events["fallback_parses"] += 1
+        if not tcp and self.limiter.rate > 0:
+            verdict = self.limiter.check(source)
+            if verdict != ALLOW:
+                if verdict == DROP:
+                    events["rrl_dropped"] += 1
+                    events["dropped"] += 1
+                    return None
+                events["rrl_slipped"] += 1
+                return self._bare(query, query.rcode, truncated=True)
+        if query.question:
+            self.counters.query_type(query.qtype)
+        if query.rcode:
+            return self._bare(query, query.rcode)
+        if query.edns_version:
+            return self._bare(query, BADVERS)  # we speak EDNS version 0 only (RFC 6891 §6.1.3)
+        try:
+            rendered, scope = self._answer(query, source)
+        except Exception:  # a bug must cost one answer, never the server
+            log.exception("failed to answer a query for %r", query.qname)
+            return self._bare(query, SERVFAIL)
+        return self._finish(query, rendered, scope, tcp)
+
+    # --- answers -----------------------------------------------------------------------
+
+    def _answer(self, query: Query, source: str) -> tuple[Rendered, int]:
+        """Return the rendered answer and the ECS scope it holds for."""
+        snapshot, zone = self.store.snapshot, self.zone
+        if (
+            self._cache_for is None
+            or self._cache_for[0] is not snapshot
+            or (self._cache_for[1] is not zone)
+        ):
+            self._cache.clear()
+            self._candidates.clear()
+            self._cache_for = (snapshot, zone)
+        if query.qclass != CLASS_IN or query.qtype in ZONE_TRANSFERS:
+            return REFUSED_ANSWER, 0
+        found = zone.classify(query.qname)
+        if found is None:
+            if not zone.contains(query.qname):
+                return REFUSED_ANSWER, 0  # not our zone, and we never recurse
+            return self._static(query, snapshot, zone, None), 0
+        kind, model = found
+        if kind is NameKind.ROUTED and query.qtype in ROUTED_TYPES:
+            return self._routed(query, source, snapshot, zone, model)
+        return self._static(query, snapshot, zone, kind), 0
+
+    def _static(
+        self, query: Query, snapshot: Snapshot, zone: ZoneData, kind: NameKind | None
+    ) -> Rendered:
+        """Answer what does not depend on the client: apex, nameserver, negative answers."""
+        key = (query.qname, query.qtype)
+        rendered = self._cache.get(key)
+        if rendered is not None:
+            self._events["cache_hits"] += 1
+            return rendered
+        self._events["cache_misses"] += 1
+        question = query.qname + struct.pack("!HH", query.qtype, query.qclass)
+        name = qname_of(question)
+        qtype = query.qtype
+        if kind is None:
+            rendered = render(question, NXDOMAIN, authority=[zone.negative_soa(snapshot.serial)])
+        elif qtype == ANY:
+            rendered = render(question, NOERROR, [rfc8482_rrset(name, zone.ttl)])
+        elif kind is NameKind.APEX and qtype == SOA:
+            rendered = render(question, NOERROR, [zone.soa(snapshot.serial)])
+        elif kind is NameKind.APEX and qtype == NS:
+            rendered = render(question, NOERROR, [zone.ns()], additional=zone.glue_rrsets())
+        elif kind is NameKind.NAMESERVER and qtype in (A, AAAA) and zone.glue.of(qtype):
+            glue = [r for r in zone.glue_rrsets() if r.rdtype == qtype]
+            rendered = render(question, NOERROR, glue)
+        else:
+            rendered = render(question, NOERROR, authority=[zone.negative_soa(snapshot.serial)])
+        self._store(key, rendered)
+        return rendered
+
+    def _routed(
+        self, query: Query, source: str, snapshot: Snapshot, zone: ZoneData, model: str | None
+    ) -> tuple[Rendered, int]:
+        """Answer A, AAAA or TXT for a model name: the regions the table gives this client."""
+        location, geo_scope, hash_len, prefix = self._locate(query, source)
+        country, continent = location.country, location.continent
+        where = (query.qname, query.qtype, country, continent)
+        candidates = self._candidates.get(where)
+        if candidates is None:
+            candidates = self.routed.candidates(
+                query.qtype, model, location, snapshot, self.store.static, zone
+            )
+            if len(self._candidates) >= self.config.cache_size:
+                self._candidates.clear()
+            self._candidates[where] = candidates
+        multi = len(candidates.regions) > 1
+        chosen = self.routed.choose(candidates, prefix_bucket(prefix, zone.seed) if multi else 0)
+        names = tuple(w.region for w in chosen)
+        # A and AAAA depend on the chosen regions only; TXT also names the client's place.
+        key = (query.qname, query.qtype, names, multi) + (
+            (country, continent) if query.qtype == TXT else ()
+        )
+        rendered = self._cache.get(key)
+        if rendered is None:
+            self._events["cache_misses"] += 1
+            question = query.qname + struct.pack("!HH", query.qtype, query.qclass)
+            rendered = self.routed.render(
+                question, query.qtype, model, location, candidates, chosen, snapshot, zone
+            )
+            self._store(key, rendered)
+        else:
+            self._events["cache_hits"] += 1
+        return rendered, (hash_len if multi else min(geo_scope, hash_len))
+
+    def _store(self, key: tuple[object, ...], rendered: Rendered) -> None:
+        if len(self._cache) >= self.config.cache_size:
+            del self._cache[next(iter(self._cache))]  # oldest first: cheap and good enough
+        self._cache[key] = rendered
+
+    def _locate(self, query: Query, source: str) -> tuple[ClientLocation, int, int, bytes]:
+        """Return location, its ECS scope, the hashed prefix length and the tagged prefix."""
+        ecs = query.ecs
+        source_len: int | None = None
+        if ecs is not None and ecs.source > 0:
+            self._events["ecs"] += 1
+            family, packed, source_len = ecs.family, ecs.padded(), ecs.source
+        else:
+            family, packed = _pack(source)
+        granularity = V4_GRANULARITY if family == 1 else V6_GRANULARITY
+        hash_len = min(8 * len(packed) if source_len is None else source_len, granularity)
+        prefix = bytes((family, hash_len)) + mask_prefix(packed, hash_len)
+        # The engine's Locator lets the first address seen in a /24 (/56) stand for all of
+        # it; this cache keys the same way, and saves the address parsing on the hot path.
+        where = self._where.get(prefix)
+        if where is None:
+            where = self._lookup(family, packed, source_len)
+            if len(self._where) >= LOCATION_CACHE:
+                self._where.clear()
+            self._where[prefix] = where
+        return where[0], where[1], hash_len, prefix
+
+    def _lookup(
+        self, family: int, packed: bytes, prefix_len: int | None
+    ) -> tuple[ClientLocation, int]:
+        if self.locator is None or family == 0:
+            return ClientLocation(), 0
+        ip = socket.inet_ntop(socket.AF_INET if family == 1 else socket.AF_INET6, packed)
+        return self.locator.locate_with_scope(ip, prefix_len)
+
+    # --- writing messages ----------------------------------------------------------------
+
+    def _finish(self, query: Query, rendered: Rendered, scope: int, tcp: bool) -> bytes:
+        """Wrap cached sections in this query's header, question and OPT record."""
+        rcode = rendered.rcode
+        flags = FLAG_QR | (query.flags & (FLAG_RD | FLAG_CD)) | (rcode & 0xF)
+        if rendered.aa:
+            flags |= FLAG_AA
+        arcount = rendered.arcount
+        opt = b""
+        if query.edns:
+            ecs = query.ecs
+            options = b"" if ecs is None else ecs.option(scope if ecs.source else 0)
+            opt = opt_record(self._max_udp, rcode, query.dnssec_ok, options)
+            arcount += 1
+        if tcp:
+            limit = MAX_TCP_MESSAGE
+        elif query.edns:
+            limit = min(max(query.payload, MIN_UDP_PAYLOAD), self._max_udp)
+        else:
+            limit = MIN_UDP_PAYLOAD
+        size = HEADER.size + len(query.question) + len(rendered.sections) + len(opt)
+        self._count(rcode, rendered.ancount)
+        if size > limit:
+            self._events["truncated"] += 1
+            header = HEADER.pack(query.id, flags | FLAG_TC, 1, 0, 0, 1 if opt else 0)
+            return header + query.question + opt
+        header = HEADER.pack(query.id, flags, 1, rendered.ancount, rendered.nscount, arcount)
+        return header + query.question + rendered.sections + opt
+
+    def _bare(self, query: Query, rcode: int, truncated: bool = False) -> bytes:
+        """Return a response with no records: an error, or a truncated (slipped) answer."""
+        flags = FLAG_QR | (query.flags & (FLAG_RD | FLAG_CD)) | (rcode & 0xF)
+        if truncated:
+            flags |= FLAG_TC
+        opt = b""
+        if query.edns:
+            options = b"" if query.ecs is None else query.ecs.option(0)
+            opt = opt_record(self._max_udp, rcode, query.dnssec_ok, options)
+        qdcount = 1 if query.question else 0
+        self._count(rcode, 1)
+        header = HEADER.pack(query.id, flags, qdcount, 0, 0, 1 if opt else 0)
+        return header + query.question + opt
+
+    def _count(self, rcode: int, ancount: int) -> None:
+        events = self._events
+        events["answered"] += 1
+        rcodes = self.counters.rcode
+        name = RCODE_NAMES.get(rcode, "other")
+        rcodes[name] = rcodes.get(name, 0) + 1
+        event = _EVENT_OF_RCODE.get(rcode)
+        if event is not None:
+            events[event] += 1
+        elif rcode == NOERROR and ancount == 0:
+            events["nodata"] += 1
+
+
+def _pack(address: str) -> tuple[int, bytes]:
+    """Return the family (1 IPv4, 2 IPv6, 0 unknown) and packed form of a source address."""
+    try:
+        if ":" not in address:
+            return 1, socket.inet_pton(socket.AF_INET, address)
+        packed = socket.inet_pton(socket.AF_INET6, address.split("%", 1)[0])
+    except OSError:
+        return 0, b""
+    if packed.startswith(_MAPPED):
+        return 1, packed[12:]
+    return 2, packed
