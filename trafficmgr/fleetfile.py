@@ -64,14 +64,11 @@ class _NoAliasLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: Any = getattr(event, "start_mark", None)
         if isinstance(event, yaml.AliasEvent):
-            raise yaml.MarkedYAMLError(
-                "aliases are not allowed in a fleet file", None, None, event.start_mark
-            )
+            raise yaml.MarkedYAMLError("aliases are not allowed in a fleet file", None, None, mark)
         if getattr(event, "anchor", None):
-            raise yaml.MarkedYAMLError(
-                "anchors are not allowed in a fleet file", None, None, event.start_mark
-            )
+            raise yaml.MarkedYAMLError("anchors are not allowed in a fleet file", None, None, mark)
         return super().compose_node(parent, index)
 
 
