@@ -166,7 +166,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "regions.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "regions.api.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["regions.api.throttling.TokenRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"token": env_str("TRAFFICMGR_API_RATE", "6000/min")},
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env_str("TRAFFICMGR_API_RATE", "6000/min"),
+        "loop": env_str("TRAFFICMGR_LOOP_RATE", "120000/min"),
+    },
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -188,6 +191,8 @@ TRAFFICMGR = {
     "TICK_SECONDS": env_float("TRAFFICMGR_TICK_SECONDS", 1.0),
     "HEARTBEAT_RETENTION_DAYS": env_int("TRAFFICMGR_HEARTBEAT_RETENTION_DAYS", 7),
     "REQUIRE_SERVICES": env_bool("TRAFFICMGR_REQUIRE_SERVICES", False),
+    # Empty: /metrics is open (scrape it from inside the network); set: Bearer required.
+    "METRICS_TOKEN": env_str("TRAFFICMGR_METRICS_TOKEN"),
 }
 
 LOGGING = {

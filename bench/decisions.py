@@ -1,0 +1,103 @@
+"""L7 decisions per second through the whole HTTP stack (``POST /api/v1/route`` under daphne).
+
+The distributed mode: the bench process publishes a table (one tick) and keeps 2 heartbeats
+per second per endpoint flowing into Redis, as agents would; daphne answers decisions from
+the published table and live endpoint loads. Requests mix client addresses (GeoIP lookups)
+and client countries over the fleet's models, 100-8,000 prompt tokens.
+
+Run: .venv/bin/python bench/decisions.py --redis-url redis://127.0.0.1:6379/13
+     [--duration 10] [--concurrency 8] [--database-url postgres://...]
+The Redis database given is the bench's own: its trafficmgr:* keys are deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from dataclasses import replace
+
+from http_load import arguments, free_port, load, prepare, serve, stop
+
+IPS = (
+    "81.2.69.142",
+    "78.46.0.1",
+    "8.8.8.8",
+    "49.207.0.1",
+    "1.0.16.1",
+    "177.0.0.1",
+    "5.39.0.1",
+    "24.48.0.1",
+    "101.0.0.1",
+    "202.12.27.33",
+)
+COUNTRIES = ("US", "DE", "GB", "FR", "JP", "IN", "BR", "SG", "AU", "CA")
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    args.redis_url = args.redis_url or os.environ.get("REDIS_URL")
+    if not args.redis_url:
+        raise SystemExit("--redis-url is needed: the bench and daphne share the hot state")
+    env = prepare(args)
+    from engine_table import heartbeats
+
+    from regions import controlloop, hotstate, snapshot
+    from regions.services import create_token
+
+    store = hotstate.get()
+    fleet = snapshot.current().fleet
+    stopping = threading.Event()
+
+    def agents() -> None:
+        seq = 1
+        while not stopping.is_set():
+            now = time.time()
+            for hb in heartbeats(fleet, now, seed=seq % 7).values():
+                store.put_heartbeat(replace(hb, seq=seq, sent_at=now, received_at=now), 0)
+            seq += 1
+            stopping.wait(0.5)
+
+    feeder = threading.Thread(target=agents, daemon=True)
+    feeder.start()
+    time.sleep(1.0)
+    controlloop.run_tick(time.time())
+    _, secret = create_token("bench-gateway", "viewer")
+    models = fleet.models()
+    rng = random.Random(1)
+    port = free_port()
+    server = serve(env, port)
+    try:
+
+        def make(worker: int, i: int) -> tuple[str, bytes, dict[str, str]]:
+            body: dict[str, object] = {
+                "model": rng.choice(models),
+                "input_tokens": rng.randint(100, 8000),
+                "max_output_tokens": rng.randint(64, 1024),
+                "priority": "interactive" if i % 5 else "batch",
+            }
+            if i % 2:
+                body["client_ip"] = rng.choice(IPS)
+            else:
+                body["client_country"] = rng.choice(COUNTRIES)
+            headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+            return "/api/v1/route", json.dumps(body).encode(), headers
+
+        results = load(port, make, args.concurrency, args.duration)
+    finally:
+        stop(server)
+        stopping.set()
+        feeder.join(5)
+        store.reset()
+    print(
+        f"decisions (redis hot state, {env['DATABASE_URL'].split(':')[0]}, one daphne "
+        f"process, {args.concurrency} connections, {len(fleet.regions)} regions, "
+        f"{len(fleet.endpoints())} endpoints; 503 = no allowed capacity)"
+    )
+    results.report("decisions")
+
+
+if __name__ == "__main__":
+    main()

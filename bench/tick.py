@@ -1,0 +1,140 @@
+"""Time the control loop's tick on 50 regions x 2,000 endpoints, ~250 client zones x 4 models.
+
+A tick here is the whole service (``regions.controlloop.run_tick``): the fleet from the cache,
+2,000 heartbeats from the hot state, evaluate_fleet, compile_table against the previous table,
+machines and evaluation back to the hot state, events, the history row, publish, dashboard.
+Each timed tick sees fresh heartbeats (new loads), so each one publishes a new version: the
+worst case. Also timed: reloading the fleet from the database (``snapshot.load``), to decide
+between caching it and reloading it every tick.
+
+Run: .venv/bin/python bench/tick.py [--ticks 10] [--redis-url redis://127.0.0.1:6379/13]
+     [--database-url postgres://postgres@127.0.0.1:5432/trafficmgr_bench]
+Without --database-url a temporary SQLite file is used; without --redis-url the in-process
+hot state. The fleet and heartbeats come from bench/engine_table.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def setup(database_url: str | None) -> None:
+    """Point Django at a throwaway database and migrate it."""
+    var = tempfile.mkdtemp(prefix="trafficmgr-bench-")
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+    os.environ["TRAFFICMGR_VAR_DIR"] = var
+    os.environ["DATABASE_URL"] = database_url or f"sqlite:///{var}/bench.sqlite3"
+    os.environ.pop("REDIS_URL", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trafficmgr.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def load_fleet() -> None:
+    """Store the engine bench's fleet (plus ~250 client countries) through fleet apply."""
+    from engine_table import build_fleet
+
+    from regions.audit import acting_as
+    from regions.fleet import apply_plan, plan_fleet
+    from trafficmgr.routing.countries import CENTROID_OF
+    from trafficmgr.routing.types import ClientShare
+
+    fleet = build_fleet()
+    countries = sorted(CENTROID_OF)
+    clients = tuple(ClientShare(c, 1 / len(countries)) for c in countries)
+    with acting_as("bench", "cli"):
+        apply_plan(plan_fleet(replace(fleet, clients=clients)), force=True)
+
+
+def ms(values: list[float]) -> str:
+    values = sorted(values)
+    p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
+    return (
+        f"median {statistics.median(values) * 1000:7.1f} ms   p95 {p95 * 1000:7.1f} ms   "
+        f"max {values[-1] * 1000:7.1f} ms   (n={len(values)})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=10)
+    parser.add_argument("--redis-url", default=None)
+    parser.add_argument("--database-url", default=None)
+    args = parser.parse_args()
+    setup(args.database_url)
+
+    from engine_table import heartbeats
+
+    from regions import controlloop, hotstate, snapshot
+    from regions.hotstate_redis import RedisHotState
+
+    started = time.perf_counter()
+    load_fleet()
+    print(f"fleet stored in {time.perf_counter() - started:.1f} s")
+    store = (
+        RedisHotState(args.redis_url, prefix=f"trafficmgr-bench-{os.getppid()}")
+        if args.redis_url
+        else hotstate.MemoryHotState()
+    )
+    hotstate.use(store)
+    try:
+        reloads = []
+        for _ in range(5):
+            t = time.perf_counter()
+            view = snapshot.load()
+            reloads.append(time.perf_counter() - t)
+        fleet = view.fleet
+        n_eps, n_regions = len(fleet.endpoints()), len(fleet.regions)
+        print(
+            f"fleet: {n_regions} regions, {n_eps} endpoints, {len(fleet.models())} models, "
+            f"{len(fleet.clients)} client countries; hot state: {type(store).__name__}; "
+            f"database: {os.environ['DATABASE_URL'].split(':')[0]}"
+        )
+        print(f"reload fleet from DB  {ms(reloads)}")
+        now = time.time()
+        for hb in heartbeats(fleet, now, seed=0).values():
+            store.put_heartbeat(hb, 0)
+        t = time.perf_counter()
+        first = controlloop.run_tick(now, interval_s=60)
+        print(
+            f"first tick (cold)     {(time.perf_counter() - t) * 1000:7.1f} ms, "
+            f"{len(store.table().zones)} zones"
+        )
+        durations, published, recorded = [], 0, 0
+        reads = []
+        for i in range(1, args.ticks + 1):
+            now += 1.0
+            for hb in heartbeats(fleet, now, seed=i).values():
+                store.put_heartbeat(replace(hb, seq=i + 1), i)
+            t = time.perf_counter()
+            store.heartbeats()
+            reads.append(time.perf_counter() - t)
+            result = controlloop.run_tick(now, interval_s=60)
+            durations.append(result.duration_s)
+            published += result.changed
+            recorded += result.recorded
+        print(f"tick (new loads)      {ms(durations)}; {published} published, {recorded} recorded")
+        print(f"  of which: read {n_eps} heartbeats  {ms(reads)}")
+        assert first.ran
+    finally:
+        if isinstance(store, RedisHotState):
+            store.reset()
+        hotstate.use(None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Control-loop API: heartbeats, the routing table and its history, the L7 decision, actions.
+
+Thin views: each parses what is HTTP-specific (query flags) and calls a service.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from regions import actions, decisions, ingest, metrics, snapshot
+from regions.api.errors import DomainError, error_body
+from regions.models import Role, RoutingTableVersion
+from regions.permissions import has_role
+from regions.validation import Field, Invalid, number, obj, parse_json, validate
+from trafficmgr.routing.table_json import table_to_json
+
+TRUE = {"1", "true", "yes", "on"}
+WEIGHT_BODY = obj({"weight": Field(number(0, 1000))})
+
+
+def parse_rate(rate: str) -> tuple[int, float]:
+    """Read DRF's ``"<count>/<s|sec|m|min|h|hour|d|day>"``."""
+    count, _, period = rate.partition("/")
+    return int(count), {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}[period[:1]]
+
+
+class LoopRateThrottle(BaseThrottle):
+    """Per-token rate of the hot paths (heartbeats, decisions), counted in this process.
+
+    Agents and gateways call these far more often than people call the rest of the API, and
+    a shared counter would cost two cache round trips per request; so each process keeps a
+    fixed-window count per token. The limit is ``DEFAULT_THROTTLE_RATES["loop"]`` (default
+    120000/min) per process.
+    """
+
+    default_rate = "120000/min"
+    _windows: dict[str, tuple[float, int]] = {}
+    _lock = threading.Lock()
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get("loop") or self.default_rate
+        count, period = parse_rate(rate)
+        token = getattr(request, "auth", None)
+        ident = f"{type(token).__name__}:{getattr(token, 'pk', None)}"
+        now = time.monotonic()
+        with self._lock:
+            start, used = self._windows.get(ident, (now, 0))
+            if now - start >= period:
+                start, used = now, 0
+            self._windows[ident] = (start, used + 1)
+        self._wait = max(0.0, period - (now - start))
+        return used < count
+
+    def wait(self) -> float | None:
+        return self._wait
+
+
+def flag(request: Request, name: str) -> bool:
+    return str(request.query_params.get(name, "")).lower() in TRUE
+
+
+class HeartbeatView(APIView):
+    """Take one heartbeat from an agent (agent tokens only, for their own endpoints)."""
+
+    agent_allowed = True
+    agent_only = True
+    throttle_classes = [LoopRateThrottle]
+
+    def permission_denied(self, request: Request, message: Any = None, code: Any = None) -> None:
+        reason = "unauthenticated" if request.user is None else "not_an_agent_token"
+        metrics.count_ingest(False, reason)
+        super().permission_denied(request, message, code)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        result = ingest.ingest(request.auth, request.body, time.time())
+        return Response(result.body)
+
+
+class RoutingTableView(APIView):
+    """The published routing table (before the first tick: the static one, ``source``)."""
+
+    read_role = Role.VIEWER
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        now = time.time()
+        table, source = decisions.current_table(snapshot.current(), now)
+        return Response({**table_to_json(table), "source": source})
+
+
+class TableVersionSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = RoutingTableVersion
+        fields = ["version", "generated_at", "reason", "diff"]
+
+
+class TableVersionDetailSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = RoutingTableVersion
+        fields = ["version", "generated_at", "reason", "diff", "table"]
+
+
+class RoutingHistoryView(generics.ListAPIView):  # type: ignore[type-arg]
+    """Recorded table versions, newest first, each with its diff against the previous one."""
+
+    queryset = RoutingTableVersion.objects.defer("table").order_by("-generated_at", "-id")
+    serializer_class = TableVersionSerializer
+    read_role = Role.VIEWER
+
+
+class RoutingVersionView(generics.RetrieveAPIView):  # type: ignore[type-arg]
+    """One recorded version with its full table."""
+
+    queryset = RoutingTableVersion.objects.all()
+    serializer_class = TableVersionDetailSerializer
+    lookup_field = "version"
+    read_role = Role.VIEWER
+
+
+class RouteView(APIView):
+    """The L7 decision: region and endpoint for one request (any API token)."""
+
+    write_role = Role.VIEWER
+    throttle_classes = [LoopRateThrottle]
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        try:
+            decision = decisions.decide(request.body)
+        except decisions.NoCapacity as exc:
+            return Response(
+                error_body(exc.code, exc.detail),
+                status=503,
+                headers={"Retry-After": str(exc.retry_after)},
+            )
+        return Response(decision.as_json())
+
+
+class ActionView(APIView):
+    """Operator actions with ``?dry_run=1`` (the plan) and ``?force=1`` (admin, past the valve)."""
+
+    write_role = Role.OPERATOR
+    kind = "region"
+    verb = "drain"
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, name: str) -> Response:
+        change = actions.Change(self.verb, self.kind, name, self.weight(request))
+        body = actions.perform(
+            change,
+            dry_run=flag(request, "dry_run"),
+            force=flag(request, "force"),
+            may_force=has_role(request.user, Role.ADMIN),
+        )
+        return Response(body)
+
+    def weight(self, request: Request) -> float | None:
+        if self.verb != "weight":
+            return None
+        try:
+            doc = validate(WEIGHT_BODY, parse_json(request.body))
+        except Invalid as exc:
+            raise DomainError(
+                f"{exc.field}: {exc.message}",
+                fields={exc.field: [exc.message]},
+                code="invalid",
+                status_code=400,
+            ) from None
+        return float(doc["weight"])

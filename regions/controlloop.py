@@ -1,0 +1,206 @@
+"""The control loop's tick: heartbeats → health → failover machines → routing table → publish.
+
+``run_tick(now)`` runs one tick under the tick lock (Redis ``SET NX PX`` in the distributed
+mode, a threading lock in-process); when another tick holds it, this one is skipped and
+counted, never queued behind it. A tick longer than the interval is reported (metric and
+log). A table whose version changed is published (hot state: Redis key + pub/sub, which the
+DNS servers read), sent to the dashboard group, and recorded as a ``RoutingTableVersion``
+when it differs materially from the last recorded one (see ``should_record``).
+
+``EmbeddedTicker`` runs ticks from a thread for the one-process demo.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+
+from regions import controlrecord, hotstate, metrics, snapshot
+from regions.hotstate import HotState
+from trafficmgr.routing.failover import (
+    FleetEvaluation,
+    RegionMachine,
+    Transition,
+    evaluate_fleet,
+    new_machine,
+)
+from trafficmgr.routing.table import compile_table, diff_tables, table_to_json
+from trafficmgr.routing.types import Heartbeat, RoutingTable
+
+log = logging.getLogger(__name__)
+
+LOCK_MIN_TTL_S = 30.0  # a worker that dies mid-tick blocks ticks at most this long
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    ran: bool  # False: another tick held the lock
+    version: str | None = None
+    changed: bool = False  # a new table version was published
+    recorded: bool = False  # ... and stored in the history
+    transitions: tuple[Transition, ...] = ()
+    duration_s: float = 0.0
+    overran: bool = False
+
+
+def tick_seconds() -> float:
+    return float(settings.TRAFFICMGR.get("TICK_SECONDS", 1.0))
+
+
+def run_tick(now: float | None = None, *, interval_s: float | None = None) -> TickResult:
+    """Run one tick unless another one is running; ``now`` defaults to the clock."""
+    interval = interval_s if interval_s is not None else tick_seconds()
+    store = hotstate.get()
+    with store.tick_lock(max(LOCK_MIN_TTL_S, 10 * interval)) as held:
+        if not held:
+            metrics.count_tick_skipped()
+            log.info("tick skipped: another tick is still running")
+            return TickResult(ran=False)
+        started = time.perf_counter()
+        at = time.time() if now is None else now
+        result = tick(store, at)
+        duration = time.perf_counter() - started
+    overran = duration > interval
+    metrics.observe_tick(duration, overran, at)
+    if overran:
+        log.warning("tick took %.3f s, longer than the %.3f s interval", duration, interval)
+    return replace(result, duration_s=duration, overran=overran)
+
+
+def tick(store: HotState, now: float) -> TickResult:
+    """Evaluate the fleet once and publish the table if it changed (lock already held)."""
+    view = snapshot.current()
+    heartbeats = store.heartbeats()
+    machines = with_pauses(store.machines(), view.paused, [r.name for r in view.fleet.regions], now)
+    evaluation = evaluate_fleet(view.fleet, heartbeats, machines, now)
+    previous = store.table()
+    table = compile_table(view.fleet, evaluation.statuses, now, previous=previous)
+    store.set_machines(evaluation.machines)
+    old_doc = store.evaluation()
+    new_doc = evaluation_doc(evaluation, heartbeats, now)
+    store.set_evaluation(new_doc)
+    flips = controlrecord.endpoint_flips(old_doc, new_doc)
+    changed = previous is None or table.version != previous.version
+    diff = diff_tables(previous, table) if changed else None
+    doc = table_to_json(table) if changed else None
+    with transaction.atomic():
+        controlrecord.record_events(evaluation.transitions, flips, table.version, now)
+        recorded = controlrecord.record_version(table, doc, now) if doc is not None else False
+    if doc is not None and diff is not None:
+        store.publish_table(table, doc)
+        metrics.count_publish()
+        controlrecord.notify_dashboard(table, doc, diff, evaluation.transitions)
+    return TickResult(True, table.version, changed, recorded, evaluation.transitions)
+
+
+def with_pauses(
+    machines: Mapping[str, RegionMachine], paused: frozenset[str], regions: list[str], now: float
+) -> dict[str, RegionMachine]:
+    """Carry the operator's pause-failover flags into the machines."""
+    out = dict(machines)
+    for name in regions:
+        machine = out.get(name) or new_machine(now)
+        if machine.paused != (name in paused):
+            machine = replace(machine, paused=name in paused)
+        out[name] = machine
+    return out
+
+
+def evaluation_doc(
+    evaluation: FleetEvaluation, heartbeats: Mapping[str, Heartbeat], now: float
+) -> dict[str, Any]:
+    """Summarise an evaluation for the metrics, the dashboard and the next tick's events."""
+    endpoints = {}
+    for name, h in evaluation.endpoints.items():
+        hb = heartbeats.get(name)
+        endpoints[name] = {
+            "region": h.region,
+            "healthy": h.healthy,
+            "score": h.score,
+            "load": h.load,
+            "capacity": h.capacity,
+            "reason": h.reason,
+            "evidence": h.evidence,
+            "received_at": hb.received_at if hb else None,
+            "sent_at": hb.sent_at if hb else None,
+        }
+    regions = {
+        name: {"state": m.state.value, "since": m.since, "paused": m.paused}
+        for name, m in evaluation.machines.items()
+    }
+    return {"at": now, "endpoints": endpoints, "regions": regions}
+
+
+def published_table() -> RoutingTable | None:
+    return hotstate.get().table()
+
+
+class EmbeddedTicker:
+    """Run ticks (and the hourly history purge) from a thread: the embedded demo's loop."""
+
+    def __init__(self, interval_s: float | None = None, *, purge_every_s: float = 3600.0) -> None:
+        self.interval_s = interval_s if interval_s is not None else tick_seconds()
+        self.purge_every_s = purge_every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ticks = 0
+        self.missed = 0  # interval slots skipped because a tick overran
+
+    def start(self) -> EmbeddedTicker:
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="trafficmgr-ticker", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        next_purge = next_at + self.purge_every_s
+        try:
+            while not self._stop.is_set():
+                self._once()
+                if time.monotonic() >= next_purge:
+                    next_purge = time.monotonic() + self.purge_every_s
+                    self._purge()
+                next_at += self.interval_s
+                late = time.monotonic() - next_at
+                if late > 0:  # overran: drop the missed slots, never run them back to back
+                    skipped = int(late // self.interval_s) + 1
+                    self.missed += skipped
+                    next_at += skipped * self.interval_s
+                self._stop.wait(max(0.0, next_at - time.monotonic()))
+        finally:
+            connection.close()
+
+    def _once(self) -> None:
+        close_old_connections()
+        try:
+            run_tick(time.time(), interval_s=self.interval_s)
+            self.ticks += 1
+        except Exception:
+            log.exception("tick failed")
+
+    def _purge(self) -> None:
+        from regions.tasks import purge_history_now
+
+        try:
+            purge_history_now(time.time())
+        except Exception:
+            log.exception("history purge failed")

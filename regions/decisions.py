@@ -1,0 +1,331 @@
+"""The L7 decision (``POST /api/v1/route``): a region from the published table, an endpoint
+inside it from live GPU state.
+
+Region: the engine's ``lookup`` gives the client's weighted regions (residency already
+applied; fail_closed gives none). One is drawn by weight: deterministically from a hash of
+``client_ip`` and the model when the client address is known, so one client keeps landing in
+the same region while the weights hold; at random for ``client_country`` requests, since a
+country is not a client. If no endpoint of the drawn region can take the request, the other
+regions of the list are tried by weight. Nothing else is tried: no list, no answer (503).
+A region the list names while it is down (all allowed regions down, fail_open) is served
+like one without evidence: its active endpoints by configuration and load.
+
+Endpoint: the engine's ``ai_aware`` picker over ``EndpointLoad`` built from the latest
+heartbeats and the engine's ``endpoint_health``. A region's candidate list is rebuilt at
+most every ``LOADS_TTL_S``; in between the picker adds the work it sent to its own figures,
+so a burst between two heartbeats is spread instead of piling on one endpoint. Before a
+region has any evidence (state ``unknown``, e.g. before the first tick) its endpoints count
+as healthy by configuration, as the table does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.conf import settings
+
+from regions import hotstate, metrics, snapshot
+from regions.api.errors import DomainError
+from regions.validation import Field, Invalid, integer, obj, parse_json, string, validate
+from trafficmgr.routing.countries import continent_of
+from trafficmgr.routing.geo import Locator, country_location
+from trafficmgr.routing.health import endpoint_health
+from trafficmgr.routing.picker import EndpointLoad, Picker, make_picker
+from trafficmgr.routing.residency import base_decision
+from trafficmgr.routing.table import lookup
+from trafficmgr.routing.types import (
+    ClientLocation,
+    Fleet,
+    GpuProfile,
+    Priority,
+    Region,
+    RegionState,
+    Request,
+    RoutingTable,
+    WeightedRegion,
+)
+
+MAX_TOKENS = 1_000_000
+LOADS_TTL_S = 0.5
+MAX_BODY_BYTES = 64 * 1024
+
+ROUTE_BODY = obj(
+    {
+        "model": Field(string(63)),
+        "client_ip": Field(string(45), required=False),
+        "client_country": Field(string(2, 2), required=False),
+        "input_tokens": Field(integer(1, MAX_TOKENS)),
+        "max_output_tokens": Field(integer(1, MAX_TOKENS)),
+        "priority": Field(
+            ("choice", tuple(p.value for p in Priority)),
+            required=False,
+            default=Priority.INTERACTIVE.value,
+        ),
+        "prefix_hashes": Field(
+            ("list", integer(-(2**63), 2**64 - 1), 1024), required=False, default=[]
+        ),
+    }
+)
+
+
+class NoCapacity(DomainError):
+    """No allowed region has an endpoint that can take the request."""
+
+    status_code = 503
+    code = "no_capacity"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    region: str
+    endpoint: str
+    address: str
+    table_version: str
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "endpoint": self.endpoint,
+            "address": self.address,
+            "table_version": self.table_version,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class _RegionLoads:
+    key: tuple[int, str]  # (id of the fleet view, table version)
+    built: float  # time.monotonic()
+    loads: tuple[EndpointLoad, ...]
+    picker: Picker
+    lock: threading.Lock
+
+
+_loads: dict[str, _RegionLoads] = {}
+_loads_lock = threading.Lock()
+_locator: Locator | None = None
+_locator_lock = threading.Lock()
+
+
+def locate_ip(ip: str) -> ClientLocation:
+    """Locate a client address with the GeoIP database (opened once per process)."""
+    global _locator
+    with _locator_lock:
+        if _locator is None:
+            _locator = Locator(settings.TRAFFICMGR.get("GEOIP_DB") or None)
+        return _locator.locate(ip)
+
+
+def parse_request(body: bytes) -> tuple[Request, str | None]:
+    """Validate a route body; return the engine request and the client key (its address)."""
+    if len(body) > MAX_BODY_BYTES:
+        raise DomainError(
+            f"route body larger than {MAX_BODY_BYTES} bytes", code="too_large", status_code=413
+        )
+    try:
+        doc = validate(ROUTE_BODY, parse_json(body))
+        client, key = _client(doc)
+    except Invalid as exc:
+        raise DomainError(
+            f"{exc.field}: {exc.message}",
+            fields={exc.field: [exc.message]},
+            code="invalid",
+            status_code=400,
+        ) from None
+    request = Request(
+        doc["model"],
+        client,
+        doc["input_tokens"],
+        doc["max_output_tokens"],
+        Priority(doc["priority"]),
+        tuple(doc["prefix_hashes"]),
+    )
+    return request, key
+
+
+def _client(doc: dict[str, Any]) -> tuple[ClientLocation, str | None]:
+    ip, country = doc.get("client_ip"), doc.get("client_country")
+    if ip is not None and country is not None:
+        raise Invalid("client_country", "give client_ip or client_country, not both")
+    if ip is not None:
+        try:
+            address = ipaddress.ip_address(ip)
+        except ValueError:
+            raise Invalid("client_ip", f"{ip!r} is not an IPv4 or IPv6 address") from None
+        return locate_ip(str(address)), str(address)
+    if country is not None:
+        if country != country.upper() or continent_of(country) is None:
+            raise Invalid(
+                "client_country", f"{country!r} is not an upper-case ISO 3166-1 alpha-2 code"
+            )
+        return country_location(country), None
+    raise Invalid("client_ip", "give client_ip or client_country")
+
+
+def current_table(view: snapshot.FleetView, now: float) -> tuple[RoutingTable, str]:
+    """Return the published table, or the static one before the first tick, and which."""
+    table = hotstate.get().table()
+    if table is not None:
+        return table, "published"
+    return view.static_table(now), "static"
+
+
+def retry_after_s() -> int:
+    """Seconds until a new table could change the answer: one tick, at least 1."""
+    return max(1, math.ceil(float(settings.TRAFFICMGR.get("TICK_SECONDS", 1.0))))
+
+
+def decide(body: bytes, now: float | None = None) -> Decision:
+    """Route one request; raise DomainError (400) or NoCapacity (503)."""
+    request, key = parse_request(body)
+    at = time.time() if now is None else now
+    view = snapshot.current()
+    fleet = view.fleet
+    if request.model not in view.models:
+        raise DomainError(
+            f"model: unknown model {request.model!r}",
+            code="invalid",
+            fields={"model": [f"no endpoint serves {request.model!r}"]},
+            status_code=400,
+        )
+    table, _ = current_table(view, at)
+    entries = lookup(table, request.client, request.model)
+    strict = base_decision(fleet, request.client).strict_regions
+    allowed = [w for w in entries if strict is None or w.region in strict]
+    if not allowed:
+        metrics.count_decision("", "", "no_allowed_region")
+        note = _note(table, request)
+        raise NoCapacity(f"no allowed region for {request.model}: {note}", retry_after_s())
+    tried: list[str] = []
+    for rank, entry in enumerate(ordered(allowed, key, request.model)):
+        region = fleet.region(entry.region)
+        loads = region_loads(view, table, region, at)
+        with loads.lock:
+            pick = loads.picker.pick(request, loads.loads, at)
+        if pick.endpoint is None:
+            tried.append(f"{region.name}: {pick.reason}")
+            continue
+        endpoint = next(e for e in region.endpoints if e.name == pick.endpoint)
+        outcome = "weighted" if rank == 0 else "fallback"
+        metrics.count_decision(region.name, endpoint.name, outcome)
+        lead = (
+            f"region {region.name} ({'weighted pick' if rank == 0 else 'fallback'}, "
+            f"weight {entry.weight:g}): {entry.reason}"
+        )
+        if tried:
+            lead = f"{lead}; after {'; '.join(tried)}"
+        return Decision(
+            region.name,
+            endpoint.name,
+            endpoint.address,
+            table.version,
+            f"{lead}; endpoint {endpoint.name}: {pick.reason}",
+        )
+    metrics.count_decision("", "", "no_capacity")
+    raise NoCapacity(f"no endpoint can take the request: {'; '.join(tried)}", retry_after_s())
+
+
+def _note(table: RoutingTable, request: Request) -> str:
+    from trafficmgr.routing.table import zone_keys
+
+    for zone in zone_keys(request.client):
+        if zone in table.zones:
+            return table.notes.get(zone, {}).get(request.model, "empty list")
+    return "no zone matches the client"
+
+
+def ordered(entries: Sequence[WeightedRegion], key: str | None, model: str) -> list[WeightedRegion]:
+    """Return the regions to try: one drawn by weight first, then the rest by weight."""
+    if key is None:
+        u = random.random()
+    else:
+        digest = hashlib.blake2b(f"{key}|{model}".encode(), digest_size=8).digest()
+        u = int.from_bytes(digest, "big") / 2**64
+    total = sum(w.weight for w in entries)
+    first, cumulative = len(entries) - 1, 0.0
+    for i, w in enumerate(entries):
+        cumulative += w.weight / total if total > 0 else 1 / len(entries)
+        if u < cumulative:
+            first = i
+            break
+    rest = sorted(
+        (w for i, w in enumerate(entries) if i != first), key=lambda w: (-w.weight, w.region)
+    )
+    return [entries[first], *rest]
+
+
+def region_loads(
+    view: snapshot.FleetView, table: RoutingTable, region: Region, now: float
+) -> _RegionLoads:
+    """Return the region's candidates and picker, rebuilt when stale."""
+    key = (id(view), table.version)
+    found = _loads.get(region.name)
+    if found is not None and found.key == key and time.monotonic() - found.built < LOADS_TTL_S:
+        return found
+    status = table.regions.get(region.name)
+    # Unknown: endpoints without evidence yet count by configuration. Down yet listed: the
+    # table answers fail_open, so every active endpoint counts.
+    state = status.state if status is not None else RegionState.UNKNOWN
+    loads = build_loads(view.fleet, region, state, now)
+    with _loads_lock:
+        found = _loads.get(region.name)
+        if found is None or found.key[0] != key[0]:
+            found = _RegionLoads(
+                key, time.monotonic(), loads, make_picker("ai_aware"), threading.Lock()
+            )
+            _loads[region.name] = found
+        else:
+            found.key, found.built, found.loads = key, time.monotonic(), loads
+    return found
+
+
+def build_loads(
+    fleet: Fleet, region: Region, state: RegionState, now: float
+) -> tuple[EndpointLoad, ...]:
+    """Build the picker's live view of a region's endpoints from their heartbeats."""
+    beats = hotstate.get().heartbeats([e.name for e in region.endpoints])
+    out = []
+    for e in region.endpoints:
+        profile = fleet.gpu_profiles.get(e.gpu) or GpuProfile(e.gpu, 1.0, 1.0, 1)
+        hb = beats.get(e.name)
+        health = endpoint_health(e, hb, profile, fleet.failover, now)
+        healthy = (
+            health.healthy
+            or state is RegionState.DOWN
+            or (state is RegionState.UNKNOWN and not health.evidence)
+        )
+        endpoint = replace(e, models=health.models) if health.healthy and health.models else e
+        server = hb.server if hb else None
+        gpus = hb.gpus if hb else ()
+        out.append(
+            EndpointLoad(
+                endpoint=endpoint,
+                profile=profile,
+                healthy=healthy,
+                running=server.requests_running if server else 0,
+                waiting=server.requests_waiting if server else 0,
+                kv_cache_usage=server.kv_cache_usage if server else 0.0,
+                gpu_util=sum(g.util_pct for g in gpus) / (100.0 * len(gpus)) if gpus else 0.0,
+                latency_ewma_ms=server.ttft_p50_ms if server else 0.0,
+            )
+        )
+    return tuple(out)
+
+
+def forget() -> None:
+    """Drop cached candidates and pickers (tests)."""
+    with _loads_lock:
+        _loads.clear()

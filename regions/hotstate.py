@@ -1,0 +1,331 @@
+"""Hot state: latest heartbeats, region machines, the published table, counters and the tick lock.
+
+Two stores with one interface: Redis when ``REDIS_URL`` is set (shared by every web process,
+worker and DNS server), a process-local store otherwise (the embedded demo and the tests).
+
+Redis keys (prefix ``trafficmgr``; ``table`` and the ``table:updates`` channel are contracts
+the DNS server reads):
+
+- ``table`` JSON of the published table (``table_to_json``), ``table:version`` its version,
+  both set in one MULTI; each publish also sends the JSON on the ``table:updates`` channel;
+- ``heartbeats`` hash endpoint → heartbeat JSON, ``heartbeats:meta`` hash endpoint →
+  ``"seq sent_at bucket"``, ``heartbeats:totals`` the agent's running error counts: a Lua
+  script compares and sets all three, so concurrent web processes agree on the latest;
+- ``machines``, ``evaluation`` JSON carried from tick to tick; ``drill:<endpoint>`` pending
+  drill instructions; ``lock:tick`` the tick lock (SET NX PX, released by compare-and-delete);
+- ``config-version`` bumped on every configuration write; ``counters`` and ``tick`` hashes
+  behind /metrics, so any process serves the fleet-wide figures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from trafficmgr.routing.failover import RegionMachine
+from trafficmgr.routing.types import (
+    GpuSample,
+    Heartbeat,
+    ProbeSample,
+    RegionState,
+    RoutingTable,
+    ServerSample,
+)
+
+PREFIX = "trafficmgr"
+TABLE_CHANNEL_SUFFIX = "table:updates"
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    accepted: bool
+    new_bucket: bool  # first accepted heartbeat of this history bucket: store a sample
+    drill: dict[str, Any] | None = None  # a pending drill instruction, taken with the beat
+
+
+RESTART_GAP_S = 2.0
+
+
+def is_newer(seq: int, sent_at: float, old_seq: int, old_sent_at: float) -> bool:
+    """Tell whether a heartbeat supersedes the stored one.
+
+    A higher seq wins. A lower or equal seq wins only when it was sent at least
+    ``RESTART_GAP_S`` later: the agent restarted and counts from zero again. Replays and
+    out-of-order deliveries are neither, so they lose.
+    """
+    return seq > old_seq or sent_at >= old_sent_at + RESTART_GAP_S
+
+
+# --- (de)serialisation -------------------------------------------------------------------
+
+
+def heartbeat_to_doc(hb: Heartbeat) -> dict[str, Any]:
+    """Return a compact JSON-able picture of a heartbeat (GPUs as rows)."""
+    doc: dict[str, Any] = {
+        "endpoint": hb.endpoint,
+        "seq": hb.seq,
+        "sent_at": hb.sent_at,
+        "received_at": hb.received_at,
+        "gpus": [
+            [
+                g.index,
+                g.uuid,
+                g.name,
+                g.util_pct,
+                g.mem_used_mb,
+                g.mem_total_mb,
+                g.temp_c,
+                g.power_w,
+                list(g.throttle_reasons),
+                g.ecc_errors,
+                g.xid_errors,
+            ]
+            for g in hb.gpus
+        ],
+    }
+    if hb.server is not None:
+        s = hb.server
+        doc["server"] = [
+            s.kind,
+            s.requests_running,
+            s.requests_waiting,
+            s.kv_cache_usage,
+            s.tokens_per_s,
+            s.ttft_p50_ms,
+            s.ttft_p99_ms,
+            list(s.models_loaded),
+        ]
+    if hb.probe is not None:
+        doc["probe"] = [hb.probe.ok, hb.probe.latency_ms]
+    return doc
+
+
+def heartbeat_from_doc(doc: Mapping[str, Any]) -> Heartbeat:
+    """Rebuild a heartbeat from ``heartbeat_to_doc``'s picture."""
+    s = doc.get("server")
+    p = doc.get("probe")
+    return Heartbeat(
+        endpoint=doc["endpoint"],
+        seq=doc["seq"],
+        sent_at=doc["sent_at"],
+        received_at=doc["received_at"],
+        gpus=tuple(
+            GpuSample(g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], tuple(g[8]), g[9], g[10])
+            for g in doc["gpus"]
+        ),
+        server=ServerSample(s[0], s[1], s[2], s[3], s[4], s[5], s[6], tuple(s[7])) if s else None,
+        probe=ProbeSample(p[0], p[1]) if p else None,
+    )
+
+
+def machine_to_doc(m: RegionMachine) -> dict[str, Any]:
+    return {
+        "state": m.state.value,
+        "since": m.since,
+        "good_streak": m.good_streak,
+        "bad_streak": m.bad_streak,
+        "paused": m.paused,
+        "evidence_at": m.evidence_at,
+    }
+
+
+def machine_from_doc(doc: Mapping[str, Any]) -> RegionMachine:
+    return RegionMachine(
+        RegionState(doc["state"]),
+        doc["since"],
+        doc["good_streak"],
+        doc["bad_streak"],
+        doc["paused"],
+        doc.get("evidence_at"),
+    )
+
+
+def counter_field(name: str, labels: Mapping[str, str] | None = None) -> str:
+    """Return the storage key of one labelled counter, e.g. ``ingest|reason=stale seq``."""
+    if not labels:
+        return name
+    return name + "|" + "\x1f".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def parse_counter_field(field: str) -> tuple[str, dict[str, str]]:
+    name, _, rest = field.partition("|")
+    labels = dict(item.split("=", 1) for item in rest.split("\x1f")) if rest else {}
+    return name, labels
+
+
+# --- the interface -----------------------------------------------------------------------
+
+
+class HotState(Protocol):
+    def put_heartbeat(
+        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+    ) -> PutResult: ...
+    def error_totals(self, endpoint: str) -> dict[str, list[int]]: ...
+    def heartbeats(self, names: Iterable[str] | None = None) -> dict[str, Heartbeat]: ...
+    def machines(self) -> dict[str, RegionMachine]: ...
+    def set_machines(self, machines: Mapping[str, RegionMachine]) -> None: ...
+    def evaluation(self) -> dict[str, Any]: ...
+    def set_evaluation(self, doc: Mapping[str, Any]) -> None: ...
+    def table(self) -> RoutingTable | None: ...
+    def table_version(self) -> str | None: ...
+    def publish_table(self, table: RoutingTable, doc: dict[str, Any] | None = None) -> None: ...
+    def set_drill(self, endpoint: str, instruction: Mapping[str, Any], ttl_s: float) -> None: ...
+    def pop_drill(self, endpoint: str) -> dict[str, Any] | None: ...
+    def tick_lock(self, ttl_s: float) -> Any: ...
+    def config_version(self) -> int: ...
+    def bump_config_version(self) -> None: ...
+    def incr(self, items: Iterable[tuple[str, float]]) -> None: ...
+    def counters(self) -> dict[str, float]: ...
+    def set_tick_info(self, info: Mapping[str, float]) -> None: ...
+    def tick_info(self) -> dict[str, float]: ...
+    def reset(self) -> None: ...
+
+
+class MemoryHotState:
+    """The process-local store (embedded mode, tests); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tick_lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._hb: dict[str, Heartbeat] = {}
+            self._meta: dict[str, tuple[int, float, int]] = {}
+            self._totals: dict[str, dict[str, list[int]]] = {}
+            self._machines: dict[str, RegionMachine] = {}
+            self._evaluation: dict[str, Any] = {}
+            self._table: RoutingTable | None = None
+            self._drills: dict[str, tuple[float, dict[str, Any]]] = {}
+            self._config_version = 0
+            self._counters: dict[str, float] = {}
+            self._tick: dict[str, float] = {}
+            self.listeners: list[Any] = []
+
+    def put_heartbeat(
+        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+    ) -> PutResult:
+        with self._lock:
+            old = self._meta.get(hb.endpoint)
+            if old is not None and not is_newer(hb.seq, hb.sent_at, old[0], old[1]):
+                return PutResult(False, False)
+            self._meta[hb.endpoint] = (hb.seq, hb.sent_at, bucket)
+            self._hb[hb.endpoint] = hb
+            self._totals[hb.endpoint] = dict(totals or {})
+            fresh = old is None or old[2] != bucket
+        return PutResult(True, fresh, self.pop_drill(hb.endpoint))
+
+    def error_totals(self, endpoint: str) -> dict[str, list[int]]:
+        with self._lock:
+            return dict(self._totals.get(endpoint, {}))
+
+    def heartbeats(self, names: Iterable[str] | None = None) -> dict[str, Heartbeat]:
+        with self._lock:
+            if names is None:
+                return dict(self._hb)
+            return {n: self._hb[n] for n in names if n in self._hb}
+
+    def machines(self) -> dict[str, RegionMachine]:
+        with self._lock:
+            return dict(self._machines)
+
+    def set_machines(self, machines: Mapping[str, RegionMachine]) -> None:
+        with self._lock:
+            self._machines = dict(machines)
+
+    def evaluation(self) -> dict[str, Any]:
+        with self._lock:
+            return self._evaluation
+
+    def set_evaluation(self, doc: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._evaluation = dict(doc)
+
+    def table(self) -> RoutingTable | None:
+        return self._table
+
+    def table_version(self) -> str | None:
+        table = self._table
+        return table.version if table is not None else None
+
+    def publish_table(self, table: RoutingTable, doc: dict[str, Any] | None = None) -> None:
+        self._table = table
+        for listener in list(self.listeners):
+            listener(table)
+
+    def set_drill(self, endpoint: str, instruction: Mapping[str, Any], ttl_s: float) -> None:
+        with self._lock:
+            self._drills[endpoint] = (time.monotonic() + ttl_s, dict(instruction))
+
+    def pop_drill(self, endpoint: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._drills.pop(endpoint, None)
+        if found is None or found[0] < time.monotonic():
+            return None
+        return found[1]
+
+    @contextmanager
+    def tick_lock(self, ttl_s: float) -> Iterator[bool]:
+        held = self._tick_lock.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                self._tick_lock.release()
+
+    def config_version(self) -> int:
+        return self._config_version
+
+    def bump_config_version(self) -> None:
+        with self._lock:
+            self._config_version += 1
+
+    def incr(self, items: Iterable[tuple[str, float]]) -> None:
+        with self._lock:
+            for field, amount in items:
+                self._counters[field] = self._counters.get(field, 0.0) + amount
+
+    def counters(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._counters)
+
+    def set_tick_info(self, info: Mapping[str, float]) -> None:
+        with self._lock:
+            self._tick.update(info)
+
+    def tick_info(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._tick)
+
+
+_store: HotState | None = None
+_store_lock = threading.Lock()
+
+
+def get() -> HotState:
+    """Return this process's hot state: Redis when REDIS_URL is set, else in-process."""
+    global _store
+    if _store is None:
+        with _store_lock:
+            if _store is None:
+                url = getattr(settings, "REDIS_URL", "")
+                if url:
+                    from regions.hotstate_redis import RedisHotState
+
+                    _store = RedisHotState(url)
+                else:
+                    _store = MemoryHotState()
+    return _store
+
+
+def use(store: HotState | None) -> None:
+    """Replace this process's hot state (tests); None goes back to the configured one."""
+    global _store
+    _store = store
