@@ -7,4 +7,6 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("regions.api.config_urls")),
     path("", include("regions.api.fleet_urls")),
+    path("", include("regions.api.loop_urls")),
+    path("", include("regions.api.drill_urls")),
 ]
