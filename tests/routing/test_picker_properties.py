@@ -1,0 +1,170 @@
+"""Picker invariants for any candidates: a pick serves the model, or it is None with a reason."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trafficmgr.routing.picker import (
+    STRATEGIES,
+    AiAwarePicker,
+    EndpointLoad,
+    Picker,
+    make_picker,
+    serves,
+)
+from trafficmgr.routing.types import (
+    AdminState,
+    ClientLocation,
+    Endpoint,
+    GpuProfile,
+    Priority,
+    Request,
+)
+
+MODELS = ("m1", "m2", "m3")
+PROFILES = (
+    GpuProfile("H100", 12000, 2400, 64),
+    GpuProfile("L4", 1500, 350, 16),
+    GpuProfile("tiny", 10, 5, 1),
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_var_dir() -> None:
+    """The engine needs no Django settings."""
+
+
+@st.composite
+def endpoint_loads(draw: st.DrawFn, index: int) -> EndpointLoad:
+    profile = draw(st.sampled_from(PROFILES))
+    gpus = draw(st.integers(1, 16))
+    models = tuple(draw(st.lists(st.sampled_from(MODELS), min_size=1, max_size=3, unique=True)))
+    state = draw(st.sampled_from(tuple(AdminState)))
+    endpoint = Endpoint(
+        f"e{index}", "r", f"10.0.0.{index}:80", profile.name, gpus, models, admin_state=state
+    )
+    slots = profile.max_concurrency * gpus
+    running = draw(st.integers(0, 2 * slots))
+    floats = st.floats(0, 1e7, allow_nan=False)
+    return EndpointLoad(
+        endpoint,
+        profile,
+        healthy=draw(st.booleans()),
+        running=running,
+        waiting=draw(st.integers(0, 3 * slots)),
+        outstanding_prefill_tokens=draw(floats),
+        outstanding_decode_tokens=draw(floats),
+        kv_cache_usage=draw(st.floats(0, 1)),
+        gpu_util=draw(st.floats(0, 1)),
+        latency_ewma_ms=draw(st.floats(0, 1e5)),
+        cached_prefixes=frozenset(draw(st.lists(st.integers(0, 20), max_size=10))),
+    )
+
+
+@st.composite
+def candidate_sets(draw: st.DrawFn, max_size: int = 12) -> tuple[EndpointLoad, ...]:
+    n = draw(st.integers(0, max_size))
+    return tuple(draw(endpoint_loads(i)) for i in range(n))
+
+
+requests = st.builds(
+    Request,
+    model=st.sampled_from(MODELS),
+    client=st.just(ClientLocation("DE", "EU")),
+    input_tokens=st.integers(1, 200_000),
+    max_output_tokens=st.integers(0, 8192),
+    priority=st.sampled_from(tuple(Priority)),
+    prefix_hashes=st.lists(st.integers(0, 20), max_size=12).map(tuple),
+)
+
+
+def _check(
+    picker: Picker, request: Request, loads: tuple[EndpointLoad, ...], picks: int = 3
+) -> None:
+    name = picker.name
+    eligible = {c.endpoint.name for c in loads if serves(c, request.model)}
+    for _ in range(picks):
+        pick = picker.pick(request, loads, 0.0)
+        assert pick.reason
+        assert pick.expected_output_tokens >= 0
+        if pick.endpoint is None:
+            shed = request.priority is Priority.BATCH and name == "ai_aware"
+            assert not eligible or (shed and "shed" in pick.reason)
+        else:
+            assert pick.endpoint in eligible
+            chosen = next(c for c in loads if c.endpoint.name == pick.endpoint)
+            assert request.model in chosen.endpoint.models
+            assert chosen.healthy and chosen.endpoint.admin_state is AdminState.ACTIVE
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+@settings(max_examples=100, deadline=None)
+@given(request=requests, loads=candidate_sets())
+def test_a_pick_serves_the_model_or_is_none_with_a_reason(
+    name: str, request: Request, loads: tuple[EndpointLoad, ...]
+) -> None:
+    _check(make_picker(name, seed=0), request, loads)
+
+
+@settings(max_examples=20, deadline=None)
+@given(request=requests, loads=candidate_sets(max_size=50))
+def test_the_sampling_path_keeps_the_invariant(
+    request: Request, loads: tuple[EndpointLoad, ...]
+) -> None:
+    _check(AiAwarePicker(seed=0, exact_limit=3, sample_size=2), request, loads, picks=5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(request=requests, loads=candidate_sets())
+def test_interactive_requests_are_never_shed(
+    request: Request, loads: tuple[EndpointLoad, ...]
+) -> None:
+    interactive = Request(
+        request.model,
+        request.client,
+        request.input_tokens,
+        request.max_output_tokens,
+        Priority.INTERACTIVE,
+        request.prefix_hashes,
+    )
+    pick = make_picker("ai_aware").pick(interactive, loads, 0.0)
+    assert (pick.endpoint is None) == (not any(serves(c, request.model) for c in loads))
+
+
+@settings(max_examples=100, deadline=None)
+@given(loads=candidate_sets(), request=requests)
+def test_ai_aware_picks_the_lowest_expected_completion_among_all_when_few(
+    loads: tuple[EndpointLoad, ...], request: Request
+) -> None:
+    from trafficmgr.routing.estimator import cost_terms, service_rates
+
+    interactive = Request(
+        request.model,
+        request.client,
+        request.input_tokens,
+        request.max_output_tokens,
+        Priority.INTERACTIVE,
+    )
+    picker = make_picker("ai_aware")
+    pick = picker.pick(interactive, loads, 0.0)
+    if pick.endpoint is None:
+        return
+    exp = pick.expected_output_tokens
+
+    def cost(c: EndpointLoad) -> float:
+        terms = cost_terms(
+            service_rates(c.profile, c.endpoint.gpus),
+            c.running,
+            c.waiting,
+            c.outstanding_prefill_tokens,
+            c.outstanding_decode_tokens,
+            c.kv_cache_usage,
+            c.gpu_util,
+        )
+        return terms.completion_s(request.input_tokens, exp)
+
+    best = min(cost(c) for c in loads if serves(c, request.model))
+    chosen = next(c for c in loads if c.endpoint.name == pick.endpoint)
+    assert cost(chosen) == pytest.approx(best, rel=1e-12)
