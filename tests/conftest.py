@@ -1,2 +1,150 @@
+"""Shared fixtures: a small named world and API clients holding tokens of each role.
+
+The world: ``eu-west`` healthy (active, two endpoints), ``us-east`` draining (admin
+state drained), ``ap-south`` residency-locked (Indian clients may only go there).
+"""
+
+from __future__ import annotations
+
+import atexit
 import os
-os.environ.setdefault("SECRET_KEY", "x")
+import shutil
+import tempfile
+
+# Defaults for a bare ``pytest`` run; real values from the environment win. pytest-django
+# loads the settings before this file, so these reach the settings only when set earlier
+# (the ``-p tests.services`` plugin); here they still reach every subprocess a test starts.
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+if "TRAFFICMGR_VAR_DIR" not in os.environ:
+    _var_dir = tempfile.mkdtemp(prefix="trafficmgr-test-var-")
+    os.environ["TRAFFICMGR_VAR_DIR"] = _var_dir
+    atexit.register(shutil.rmtree, _var_dir, ignore_errors=True)
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+WORLD_YAML = """\
+zone: infer.example.test
+ttl: 10
+gpu_profiles:
+  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
+  A100: {prefill_tokens_per_s: 6000, decode_tokens_per_s: 1300, max_concurrency: 48}
+  L4: {prefill_tokens_per_s: 1500, decode_tokens_per_s: 350, max_concurrency: 16}
+regions:
+  - name: eu-west
+    country: IE
+    location: {lat: 53.35, lon: -6.26}
+    addresses: [192.0.2.10, "2001:db8:10::1"]
+    priority: 1
+    endpoints:
+      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8,
+         models: [llama-3-70b, llama-3-8b]}
+      - {name: euw-2, address: "10.1.0.12:8000", gpu: A100, gpus: 4, models: [llama-3-8b]}
+  - name: us-east
+    country: US
+    location: {lat: 39.04, lon: -77.49}
+    addresses: [198.51.100.10]
+    priority: 1
+    state: drained
+    endpoints:
+      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8,
+         models: [llama-3-70b, llama-3-8b]}
+      - {name: use-2, address: "10.3.0.12:8000", gpu: L4, gpus: 4, models: [llama-3-8b]}
+  - name: ap-south
+    country: IN
+    location: {lat: 19.08, lon: 72.88}
+    addresses: [203.0.113.30]
+    priority: 2
+    endpoints:
+      - {name: aps-1, address: "10.6.0.11:8000", gpu: A100, gpus: 8,
+         models: [llama-3-70b, llama-3-8b]}
+residency:
+  - {name: india-local, clients: {countries: [IN]}, regions: [ap-south], mode: strict}
+failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 30, all_down: fail_open}
+clients:
+  - {country: IE, share: 0.3}
+  - {country: US, share: 0.5}
+  - {country: IN, share: 0.2}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _isolated_var_dir(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep anything a test writes under VAR_DIR out of the checkout's var/."""
+    settings.VAR_DIR = tmp_path_factory.mktemp("var")
+
+
+@pytest.fixture
+def world_yaml() -> str:
+    """The fleet file of the small named world."""
+    return WORLD_YAML
+
+
+@pytest.fixture
+def world(db: None) -> Any:
+    """Apply the small named world; returns the stored fleet as the engine sees it."""
+    from regions.audit import acting_as
+    from regions.fleet import apply_plan, plan_fleet
+    from regions.services import fleet_snapshot
+    from trafficmgr.fleetfile import load_fleet_text
+
+    with acting_as("fixture:world", "system"):
+        apply_plan(plan_fleet(load_fleet_text(WORLD_YAML)))
+    return fleet_snapshot()
+
+
+@pytest.fixture
+def world_file(tmp_path: Path) -> Path:
+    """The world's fleet file on disk."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(WORLD_YAML)
+    return path
+
+
+@pytest.fixture
+def make_client(db: None) -> Callable[..., Any]:
+    """Build an APIClient holding a new token: ``make_client("operator")``."""
+    from rest_framework.test import APIClient
+
+    from regions.services import create_token
+
+    def make(role: str, region: str | None = None, name: str | None = None) -> Any:
+        _, secret = create_token(name or f"test-{role}", role, region=region, created_by="tests")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        client.token_secret = secret
+        return client
+
+    return make
+
+
+@pytest.fixture
+def viewer_client(make_client: Callable[..., Any]) -> Any:
+    return make_client("viewer")
+
+
+@pytest.fixture
+def operator_client(make_client: Callable[..., Any]) -> Any:
+    return make_client("operator")
+
+
+@pytest.fixture
+def admin_client(make_client: Callable[..., Any]) -> Any:
+    """An API client with an admin token (shadows pytest-django's session-based one)."""
+    return make_client("admin")
+
+
+@pytest.fixture
+def agent_client(world: Any, make_client: Callable[..., Any]) -> Any:
+    """An agent token bound to eu-west's endpoints (euw-1, euw-2)."""
+    return make_client("agent", region="eu-west")
+
+
+@pytest.fixture
+def anon_client() -> Iterator[Any]:
+    from rest_framework.test import APIClient
+
+    yield APIClient()

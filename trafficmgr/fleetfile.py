@@ -165,7 +165,9 @@ class _Reader:
                 return self.lines[path]
             if not path:
                 return None
-            path = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", path)
+            parent = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", path)
+            # A top-level key ("zone") has no separator: its parent is the document.
+            path = parent if parent != path else ""
 
     def mapping(
         self, value: Any, path: str, allowed: set[str], required: set[str]

@@ -1,5 +1,12 @@
+"""Routes of fleet apply and export."""
+
 from __future__ import annotations
 
-from typing import Any
+from django.urls import path
 
-urlpatterns: list[Any] = []
+from regions.api.fleet_views import FleetApplyView, FleetExportView
+
+urlpatterns = [
+    path("fleet/apply", FleetApplyView.as_view(), name="fleet-apply"),
+    path("fleet/export", FleetExportView.as_view(), name="fleet-export"),
+]

@@ -1,0 +1,201 @@
+"""``manage.py demo``: the embedded mode in one process (ARCHITECTURE §3).
+
+Migrates the database, applies the demo fleet, creates an operator login and an API
+token, and serves the ASGI app with daphne until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from regions.audit import acting_as
+from regions.fleet import apply_plan, plan_fleet
+from regions.management.commands.apply_fleet import read_fleet
+from regions.models import ApiToken, Role
+from regions.services import create_token
+from trafficmgr.fleetfile import parse_address
+
+DEMO_USER = "operator"
+DEMO_TOKEN = "demo operator"
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, option: str) -> Listen:
+        try:
+            host, port = parse_address(text)
+        except ValueError as exc:
+            raise CommandError(f"{option} {text!r}: expected HOST:PORT ({exc})") from exc
+        if port is None:
+            raise CommandError(f"{option} {text!r}: expected HOST:PORT, the port is missing")
+        return cls(host, port)
+
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "::"} else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str
+    token: str
+
+
+def ensure_role_groups() -> dict[str, Group]:
+    return {role: Group.objects.get_or_create(name=role)[0] for role in Role.values}
+
+
+def reset_operator_login() -> str:
+    """Create (or reset) the ``operator`` login in group operator; return its new password."""
+    groups = ensure_role_groups()
+    user_model = get_user_model()
+    user, _ = user_model.objects.get_or_create(username=DEMO_USER)
+    password = secrets.token_urlsafe(12)
+    user.set_password(password)
+    user.is_active = True
+    user.save()
+    user.groups.set([groups[Role.OPERATOR]])
+    return password
+
+
+def new_operator_token() -> str:
+    """Revoke earlier demo tokens and issue a fresh operator token."""
+    for old in ApiToken.objects.filter(name=DEMO_TOKEN, revoked_at__isnull=True):
+        old.revoked_at = timezone.now()
+        old.save(update_fields=["revoked_at"])
+    _, secret = create_token(DEMO_TOKEN, Role.OPERATOR, created_by="demo")
+    return secret
+
+
+def allow_plain_http() -> None:
+    """The demo serves plain HTTP: no HTTPS redirect, HSTS or secure-only cookies."""
+    settings.SECURE_SSL_REDIRECT = False
+    settings.SECURE_HSTS_SECONDS = 0
+    settings.SESSION_COOKIE_SECURE = False
+    settings.CSRF_COOKIE_SECURE = False
+
+
+def check_free(listen: Listen) -> None:
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((listen.host, listen.port))
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {listen}: {exc.strerror}") from exc
+
+
+class Command(BaseCommand):
+    help = "Run the embedded demo: database, demo fleet, operator login and token, web server."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--fleet",
+            default=settings.TRAFFICMGR["FLEET_FILE"],
+            help="fleet file to apply (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--http",
+            default="127.0.0.1:8000",
+            help="HOST:PORT of the web server (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--dns",
+            default="127.0.0.1:5353",
+            help="HOST:PORT of the GeoDNS server (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--no-agents", action="store_true", help="do not start the simulated agents"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.http = Listen.parse(options["http"], "--http")
+        self.dns = Listen.parse(options["dns"], "--dns")
+        self.agents = not options["no_agents"]
+        self.fleet_file = options["fleet"]
+        check_free(self.http)
+        self.credentials = self.prepare()
+        self.serve()
+
+    def prepare(self) -> Credentials:
+        """Migrate, apply the fleet, and issue the operator login and token."""
+        desired = read_fleet(self.fleet_file)
+        call_command("migrate", interactive=False, verbosity=0)
+        with acting_as("demo", "cli", "cli"):
+            # The demo runs the file it was given, however far the stored fleet has drifted.
+            plan = apply_plan(plan_fleet(desired), force=True)
+            self.stdout.write(f"Fleet {self.fleet_file}: {plan.summary()}.")
+            password = reset_operator_login()
+            token = new_operator_token()
+        self.summary = (
+            f"{len(desired.regions)} regions, {len(desired.endpoints())} endpoints, "
+            f"models {', '.join(desired.models())}"
+        )
+        return Credentials(DEMO_USER, password, token)
+
+    def serve(self) -> None:
+        from daphne.endpoints import build_endpoint_description_strings
+        from daphne.server import Server
+        from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+        allow_plain_http()
+        from trafficmgr.asgi import application
+
+        server = Server(
+            application=ASGIStaticFilesHandler(application),
+            endpoints=build_endpoint_description_strings(host=self.http.host, port=self.http.port),
+            signal_handlers=True,
+            ready_callable=self.banner,
+        )
+        server.run()
+        if not server.listening_addresses:
+            raise CommandError(f"the web server could not listen on {self.http}")
+        self.stdout.write("trafficmgr demo stopped.")
+
+    def banner(self) -> None:
+        url, c = self.http.url(), self.credentials
+        auth = f'-H "Authorization: Bearer {c.token}"'
+        lines = [
+            "",
+            f"trafficmgr demo is running on {url}/  (Ctrl-C stops it)",
+            f"  fleet      {self.fleet_file}: {self.summary}",
+            f"  database   {os.path.normpath(str(settings.DATABASES['default']['NAME']))}",
+            f"  dashboard  {url}/      login: {c.username}   password: {c.password}",
+            f"  API docs   {url}/api/docs/",
+            f"  API token  {c.token}   (role operator)",
+            f"  DNS        {self.dns} requested; the DNS server is not started yet",
+            "  agents     "
+            + (
+                "not started yet (simulated agents come later)"
+                if self.agents
+                else "off (--no-agents)"
+            ),
+            "",
+            "Try:",
+            f"  curl {url}/healthz",
+            f"  curl {auth} {url}/api/v1/regions/",
+            f"  curl {auth} {url}/api/v1/fleet/export",
+            f"  curl {auth} {url}/api/v1/routing/table",
+            "",
+        ]
+        self.stdout.write("\n".join(lines))
+        self.stdout.flush()
