@@ -55,7 +55,11 @@ def database_from_url(url: str, base_dir: str) -> dict[str, object]:
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path)
-        if path.startswith("/") and url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        if (
+            path.startswith("/")
+            and url.startswith("sqlite:///")
+            and not url.startswith("sqlite:////")
+        ):
             path = path[1:]
         if path and not os.path.isabs(path):
             path = os.path.join(base_dir, path)
