@@ -132,6 +132,7 @@ class Command(BaseCommand):
         self.dns = Listen.parse(options["dns"], "--dns")
         self.agents = not options["no_agents"]
         self.fleet_file = options["fleet"]
+        self.system: Any = None
         check_free(self.http)
         self.credentials = self.prepare()
         self.serve()
@@ -146,6 +147,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Fleet {self.fleet_file}: {plan.summary()}.")
             password = reset_operator_login()
             token = new_operator_token()
+        self.zone = desired.zone
+        self.endpoint_count = len(desired.endpoints())
         self.summary = (
             f"{len(desired.regions)} regions, {len(desired.endpoints())} endpoints, "
             f"models {', '.join(desired.models())}"
@@ -164,12 +167,34 @@ class Command(BaseCommand):
             application=ASGIStaticFilesHandler(application),
             endpoints=build_endpoint_description_strings(host=self.http.host, port=self.http.port),
             signal_handlers=True,
-            ready_callable=self.banner,
+            ready_callable=self.ready,
         )
-        server.run()
+        try:
+            server.run()
+        finally:
+            if self.system is not None:
+                self.system.stop()
         if not server.listening_addresses:
             raise CommandError(f"the web server could not listen on {self.http}")
         self.stdout.write("trafficmgr demo stopped.")
+
+    def start_system(self) -> None:
+        """Start the control loop, the GeoDNS server and the simulated agents."""
+        from regions.embedded import EmbeddedSystem
+        from regions.services import fleet_snapshot
+
+        self.system = EmbeddedSystem(
+            fleet=fleet_snapshot(),
+            web_url=self.http.url(),
+            dns_host=self.dns.host,
+            dns_port=self.dns.port,
+            agents=self.agents,
+        )
+        self.system.start()
+
+    def ready(self) -> None:
+        self.start_system()
+        self.banner()
 
     def banner(self) -> None:
         url, c = self.http.url(), self.credentials
@@ -182,19 +207,27 @@ class Command(BaseCommand):
             f"  dashboard  {url}/      login: {c.username}   password: {c.password}",
             f"  API docs   {url}/api/docs/",
             f"  API token  {c.token}   (role operator)",
-            f"  DNS        {self.dns} requested; the DNS server is not started yet",
+            f"  GeoDNS     {self.dns} (udp+tcp), zone {self.zone}",
             "  agents     "
             + (
-                "not started yet (simulated agents come later)"
+                f"{self.endpoint_count} simulated agents replaying a real trace"
                 if self.agents
                 else "off (--no-agents)"
             ),
+            f"  loop       control-loop tick every {settings.TRAFFICMGR['TICK_SECONDS']:g} s",
             "",
             "Try:",
             f"  curl {url}/healthz",
             f"  curl {auth} {url}/api/v1/regions/",
             f"  curl {auth} {url}/api/v1/fleet/export",
             f"  curl {auth} {url}/api/v1/routing/table",
+            f"  curl {auth} -X POST {url}/api/v1/route -H 'Content-Type: application/json' "
+            '-d \'{"model": "llama-3-70b", "client_ip": "81.2.69.142", "input_tokens": 1800, '
+            '"max_output_tokens": 256}\'',
+            f"  dig @{self.dns.host} -p {self.dns.port} llama-3-70b.{self.zone} "
+            "+subnet=81.2.69.0/24",
+            f"  dig @{self.dns.host} -p {self.dns.port} llama-3-70b.{self.zone} TXT "
+            "+subnet=216.160.83.0/24",
             "",
         ]
         self.stdout.write("\n".join(lines))

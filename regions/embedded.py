@@ -1,0 +1,116 @@
+"""The embedded mode's moving parts in one process: control loop, GeoDNS, simulated agents.
+
+``manage.py demo`` starts an ``EmbeddedSystem`` once its web server listens and stops it on
+Ctrl-C. Each part is the real component of the distributed mode run in a thread: the same
+tick service Celery runs, the same DNS server ``manage.py dnsserver`` runs, and the same
+agent ``trafficmgr-agent --simulate`` runs, pushing heartbeats over HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from regions import hotstate
+from regions.controlloop import EmbeddedTicker
+from regions.models import AgentToken
+from regions.services import create_token
+from trafficmgr.routing.types import Fleet, RoutingTable
+
+log = logging.getLogger(__name__)
+
+DEMO_TRACE = Path(settings.BASE_DIR) / "examples" / "traces" / "azure_code_2000.csv"
+
+
+@dataclass
+class EmbeddedSystem:
+    """Start and stop the control loop, the DNS server and one simulated agent per endpoint."""
+
+    fleet: Fleet
+    web_url: str
+    dns_host: str
+    dns_port: int
+    agents: bool = True
+    agent_load: float = 0.4
+    ticker: EmbeddedTicker | None = None
+    dns_thread: Any = None
+    dns_server: Any = None
+    agent_threads: list[tuple[Any, threading.Thread]] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.ticker = EmbeddedTicker(settings.TRAFFICMGR["TICK_SECONDS"]).start()
+        self._start_dns()
+        if self.agents:
+            self._start_agents()
+
+    def _start_dns(self) -> None:
+        from trafficmgr.dns.config import ServerConfig
+        from trafficmgr.dns.server import DnsServer, ServerThread
+
+        config = ServerConfig(
+            host=self.dns_host,
+            port=self.dns_port,
+            state_file=str(Path(settings.VAR_DIR) / "dns-table.json"),
+            geoip_db=settings.TRAFFICMGR["GEOIP_DB"] or None,
+        )
+        self.dns_server = DnsServer(self.fleet, config)
+        self.dns_thread = ServerThread(self.dns_server)
+        self.dns_thread.start()
+        store = hotstate.get()
+        current = store.table()
+        if current is not None:
+            self.dns_server.set_table(current)
+
+        def publish(table: RoutingTable) -> None:
+            self.dns_server.set_table(table)
+
+        store.listeners.append(publish)
+
+    def _start_agents(self) -> None:
+        from agents.cli import build_agent
+        from agents.config import AgentConfig
+
+        trace = str(DEMO_TRACE) if DEMO_TRACE.is_file() else None
+        for region in self.fleet.regions:
+            name = f"demo agent {region.name}"
+            for old in AgentToken.objects.filter(name=name, revoked_at__isnull=True):
+                old.revoked_at = timezone.now()
+                old.save(update_fields=["revoked_at"])
+            _, secret = create_token(name, "agent", region=region.name, created_by="demo")
+            for seed, endpoint in enumerate(region.endpoints):
+                cfg = AgentConfig(
+                    control_plane=self.web_url,
+                    token=secret,
+                    endpoint=endpoint.name,
+                    interval_s=self.fleet.failover.heartbeat_interval_s,
+                    simulate=True,
+                    sim_gpu=endpoint.gpu if endpoint.gpu in {"H100", "A100", "L4"} else "H100",
+                    sim_gpus=endpoint.gpus,
+                    sim_trace=trace,
+                    sim_load=self.agent_load,
+                    sim_seed=seed + 1,
+                    models=endpoint.models,
+                )
+                agent = build_agent(cfg)
+                thread = threading.Thread(
+                    target=agent.run, name=f"agent-{endpoint.name}", daemon=True
+                )
+                thread.start()
+                self.agent_threads.append((agent, thread))
+
+    def stop(self) -> None:
+        for agent, _ in self.agent_threads:
+            agent.stop()
+        for _, thread in self.agent_threads:
+            thread.join(timeout=3)
+        self.agent_threads.clear()
+        if self.ticker is not None:
+            self.ticker.stop()
+        if self.dns_thread is not None:
+            self.dns_thread.stop()
