@@ -73,44 +73,62 @@ class EmbeddedSystem:
         store.listeners.append(publish)
 
     def _start_agents(self) -> None:
-        from agents.cli import build_agent
-        from agents.config import AgentConfig
-
-        trace = str(DEMO_TRACE) if DEMO_TRACE.is_file() else None
-        for region in self.fleet.regions:
-            name = f"demo agent {region.name}"
-            for old in AgentToken.objects.filter(name=name, revoked_at__isnull=True):
-                old.revoked_at = timezone.now()
-                old.save(update_fields=["revoked_at"])
-            _, secret = create_token(name, "agent", region=region.name, created_by="demo")
-            for seed, endpoint in enumerate(region.endpoints):
-                cfg = AgentConfig(
-                    control_plane=self.web_url,
-                    token=secret,
-                    endpoint=endpoint.name,
-                    interval_s=self.fleet.failover.heartbeat_interval_s,
-                    simulate=True,
-                    sim_gpu=endpoint.gpu if endpoint.gpu in {"H100", "A100", "L4"} else "H100",
-                    sim_gpus=endpoint.gpus,
-                    sim_trace=trace,
-                    sim_load=self.agent_load,
-                    sim_seed=seed + 1,
-                    models=endpoint.models,
-                )
-                agent = build_agent(cfg)
-                thread = threading.Thread(
-                    target=agent.run, name=f"agent-{endpoint.name}", daemon=True
-                )
-                thread.start()
-                self.agent_threads.append((agent, thread))
+        self.agent_threads.extend(start_simulated_agents(self.fleet, self.web_url, self.agent_load))
 
     def stop(self) -> None:
-        for agent, _ in self.agent_threads:
-            agent.stop()
-        for _, thread in self.agent_threads:
-            thread.join(timeout=3)
+        stop_agents(self.agent_threads)
         self.agent_threads.clear()
         if self.ticker is not None:
             self.ticker.stop()
         if self.dns_thread is not None:
             self.dns_thread.stop()
+
+
+def start_simulated_agents(
+    fleet: Fleet, control_plane: str, load: float
+) -> list[tuple[Any, threading.Thread]]:
+    """Issue an agent token per region and start one simulated agent per endpoint."""
+    from agents.cli import build_agent
+    from agents.config import AgentConfig
+
+    trace = str(DEMO_TRACE) if DEMO_TRACE.is_file() else None
+    started: list[tuple[Any, threading.Thread]] = []
+    for region in fleet.regions:
+        secret = _fresh_agent_token(region.name)
+        for seed, endpoint in enumerate(region.endpoints, start=1):
+            cfg = AgentConfig(
+                control_plane=control_plane,
+                token=secret,
+                endpoint=endpoint.name,
+                interval_s=fleet.failover.heartbeat_interval_s,
+                simulate=True,
+                sim_gpu=endpoint.gpu if endpoint.gpu in {"H100", "A100", "L4"} else "H100",
+                sim_gpus=endpoint.gpus,
+                sim_trace=trace,
+                sim_load=load,
+                sim_seed=seed,
+                models=endpoint.models,
+            )
+            agent = build_agent(cfg)
+            thread = threading.Thread(target=agent.run, name=f"agent-{endpoint.name}", daemon=True)
+            thread.start()
+            started.append((agent, thread))
+    return started
+
+
+def _fresh_agent_token(region: str) -> str:
+    """Revoke the previous run's agent token of ``region`` and issue a new one."""
+    name = f"demo agent {region}"
+    for old in AgentToken.objects.filter(name=name, revoked_at__isnull=True):
+        old.revoked_at = timezone.now()
+        old.save(update_fields=["revoked_at"])
+    _, secret = create_token(name, "agent", region=region, created_by="demo")
+    return secret
+
+
+def stop_agents(agents: list[tuple[Any, threading.Thread]]) -> None:
+    """Stop agents and wait briefly for their last heartbeats."""
+    for agent, _ in agents:
+        agent.stop()
+    for _, thread in agents:
+        thread.join(timeout=3)
