@@ -23,7 +23,7 @@ from trafficmgr.routing.types import ClientShare, Fleet
 from trafficmgr.sim.run import DEFAULT_POLICIES, simulate
 from trafficmgr.sim.traces import Trace, TraceRequest, read_trace
 
-DATA = Path("/work/shared/data/traces")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 TRACES = (
     str(DATA / "AzureLLMInferenceTrace_code.csv"),
     str(DATA / "mooncake_synthetic_trace.jsonl"),

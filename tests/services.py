@@ -39,6 +39,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _skipped:
-        terminalreporter.section("integration tests skipped (their real service is not available here)")
+        terminalreporter.section("integration tests skipped (real service not available)")
         for line in _skipped:
             terminalreporter.write_line(line)

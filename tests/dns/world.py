@@ -33,7 +33,7 @@ from trafficmgr.routing.types import (
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET_FILE = ROOT / "examples" / "fleet.yaml"
-GEOIP_DIR = Path(os.environ.get("TRAFFICMGR_TEST_GEOIP_DIR", ROOT.parent / "shared/data/geoip"))
+GEOIP_DIR = Path(os.environ.get("TRAFFICMGR_TEST_GEOIP_DIR", ROOT / "tests" / "data" / "geoip"))
 CITY_DB = GEOIP_DIR / "GeoIP2-City-Test.mmdb"
 COUNTRY_DB = GEOIP_DIR / "GeoLite2-Country-Test.mmdb"
 

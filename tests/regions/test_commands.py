@@ -184,9 +184,10 @@ def free_port() -> int:
 class Demo:
     """``manage.py demo`` in a subprocess, its output collected line by line."""
 
-    def __init__(self, var_dir: Path, port: int, dns_port: int) -> None:
+    def __init__(self, var_dir: Path, port: int, dns_port: int, *, agents: bool = False) -> None:
         env = os.environ | {
             "TRAFFICMGR_VAR_DIR": str(var_dir),
+            "TRAFFICMGR_GEOIP_DB": str(ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb"),
             "SECRET_KEY": "test",
             "PYTHONUNBUFFERED": "1",
         }
@@ -201,7 +202,7 @@ class Demo:
                 f"127.0.0.1:{port}",
                 "--dns",
                 f"127.0.0.1:{dns_port}",
-                "--no-agents",
+                *([] if agents else ["--no-agents"]),
             ],
             cwd=ROOT,
             env=env,
@@ -246,10 +247,52 @@ def test_demo_serves_the_api_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         with urllib.request.urlopen(request, timeout=10) as response:
             assert len(json.load(response)["regions"]) == 5
         demo.wait_for(f'curl -H "Authorization: Bearer {token}" {base}/api/v1/regions/')
-        demo.wait_for(f"DNS        127.0.0.1:{dns_port} requested")
+        demo.wait_for(f"GeoDNS     127.0.0.1:{dns_port} (udp+tcp)")
     finally:
         demo.proc.send_signal(signal.SIGINT)
         code = demo.proc.wait(timeout=30)
     demo.wait_for("trafficmgr demo stopped.", timeout=5)
+    assert code == 0, "".join(demo.lines)
+    assert "Traceback" not in "".join(demo.lines)
+
+
+def test_demo_runs_loop_dns_and_agents_together(tmp_path: Path) -> None:
+    """Agents' heartbeats reach the loop, whose table reaches the DNS server's answers."""
+    import dns.edns
+    import dns.message
+    import dns.query
+
+    port, dns_port = free_port(), free_port()
+    demo = Demo(tmp_path, port, dns_port, agents=True)
+    try:
+        demo.wait_for("trafficmgr demo is running")
+        token = demo.wait_for("API token").split()[2]
+        base = f"http://127.0.0.1:{port}"
+        states: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            request = urllib.request.Request(
+                f"{base}/api/v1/routing/table", headers={"Authorization": f"Bearer {token}"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                table = json.load(response)
+            states = {name: r["state"] for name, r in table["regions"].items()}
+            if len(states) == 5 and "unknown" not in states.values():
+                break
+            time.sleep(0.5)
+        assert len(states) == 5 and "unknown" not in states.values(), states
+        query = dns.message.make_query(
+            "llama-3-70b.infer.example.test",
+            "A",
+            use_edns=0,
+            options=[dns.edns.ECSOption("81.2.69.142", 32)],
+        )
+        answer = dns.query.udp(query, "127.0.0.1", port=dns_port, timeout=5)
+        addresses = {item.address for rrset in answer.answer for item in rrset}
+        # 81.2.69.142 is GB in the test database: strict EU residency, eu-* only.
+        assert addresses and addresses <= {"192.0.2.10", "192.0.2.20"}, addresses
+    finally:
+        demo.proc.send_signal(signal.SIGINT)
+        code = demo.proc.wait(timeout=30)
     assert code == 0, "".join(demo.lines)
     assert "Traceback" not in "".join(demo.lines)

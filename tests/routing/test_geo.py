@@ -17,7 +17,7 @@ from trafficmgr.routing.geo import (
 )
 from trafficmgr.routing.types import ClientLocation, GeoPoint
 
-GEOIP = Path(__file__).resolve().parents[3] / "shared" / "data" / "geoip"
+GEOIP = Path(__file__).resolve().parents[1] / "data" / "geoip"
 CITY_DB = GEOIP / "GeoIP2-City-Test.mmdb"
 COUNTRY_DB = GEOIP / "GeoLite2-Country-Test.mmdb"
 LONDON = GeoPoint(51.51, -0.13)
