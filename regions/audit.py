@@ -73,7 +73,7 @@ def acting_as(name: str, kind: str = "cli", source: str = "") -> Iterator[Actor]
 def cli_actor() -> str:
     try:
         return f"cli:{getpass.getuser()}"
-    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+    except Exception:  # no passwd entry in some containers
         return "cli"
 
 

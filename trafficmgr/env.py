@@ -51,7 +51,7 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 def database_from_url(url: str, base_dir: str) -> dict[str, object]:
-    """Turn ``postgres://user:pass@host:port/db`` or ``sqlite:///path`` into DATABASES['default']."""
+    """Turn ``postgres://user:pass@host:port/db`` or ``sqlite:///path`` into a DATABASES entry."""
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path)
