@@ -1,0 +1,319 @@
+"""Dashboard push latency to 50 concurrent WebSocket clients, and the page's first render.
+
+Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seconds 10]
+                                            [--in-process-only]
+
+1. In process, through the real ASGI app (channels' WebsocketCommunicator, in-memory layer):
+   time from ``group_send`` of a ``table.update`` to each client's receipt of it.
+2. Against a real daphne server (tests/dashboard/liveserver.py: temp SQLite, the demo fleet,
+   an in-process control loop, heartbeats posted for every endpoint): ``--clients`` real
+   sockets signed in as a viewer; for each ``table.update`` the loop publishes, time from the
+   table's ``generated_at`` (the tick's start: an upper bound that includes the tick's own
+   work) to each client's receipt; also the snapshot time on connect.
+3. First render of the page in headless Chromium (when playwright and chromium exist): from
+   navigation start to every region drawn on the map with the first snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import http.cookiejar
+import json
+import os
+import re
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def summary(name: str, samples_ms: list[float]) -> str:
+    if not samples_ms:
+        return f"{name:<46} no samples"
+    xs = sorted(samples_ms)
+    p99 = xs[min(len(xs) - 1, int(0.99 * len(xs)))]
+    return (
+        f"{name:<46} n={len(xs):<5} p50={statistics.median(xs):8.2f} ms  "
+        f"p99={p99:8.2f} ms  max={xs[-1]:8.2f} ms"
+    )
+
+
+# --- 1. in process ------------------------------------------------------------------------
+
+
+def setup_django(tmp: Path) -> None:
+    os.environ.pop("REDIS_URL", None)
+    os.environ.update(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+            "TRAFFICMGR_VAR_DIR": str(tmp),
+            "SECRET_KEY": "bench-only-secret-key",
+            "TRAFFICMGR_TLS": "0",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "trafficmgr.settings",
+        }
+    )
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    with open(os.devnull, "w") as quiet:
+        call_command("apply_fleet", str(ROOT / "examples" / "fleet.yaml"), stdout=quiet)
+
+
+def viewer_cookie() -> bytes:
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    user = User.objects.create_user("bench-viewer", password="bench-password-123")
+    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def in_process(clients: int, rounds: int, cookie: bytes) -> dict[str, list[float]]:
+    from channels.db import database_sync_to_async
+    from channels.layers import get_channel_layer
+    from channels.testing import WebsocketCommunicator
+
+    from dashboard.messages import table_doc
+    from trafficmgr.asgi import application
+
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)]
+    comms, connect_ms = [], []
+    for _ in range(clients):
+        comm = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+        started = time.perf_counter()
+        ok, _ = await comm.connect(timeout=10)
+        assert ok
+        snapshot = await comm.receive_json_from(timeout=10)
+        assert snapshot["type"] == "snapshot"
+        connect_ms.append((time.perf_counter() - started) * 1000)
+        comms.append(comm)
+    table = await database_sync_to_async(table_doc)()
+    layer = get_channel_layer()
+    latencies: list[float] = []
+
+    async def receive(comm: Any) -> float:
+        while True:
+            message = await comm.receive_output(timeout=10)
+            if '"table.update"' in message.get("text", "")[:40]:
+                return time.perf_counter()
+
+    for i in range(rounds):
+        message = {
+            "type": "table.update",
+            "version": f"bench{i}",
+            "table": table,
+            "diff": {"summary": "bench"},
+            "transitions": [],
+        }
+        waiters = [asyncio.ensure_future(receive(c)) for c in comms]
+        await asyncio.sleep(0)
+        sent = time.perf_counter()
+        await layer.group_send("dashboard", message)
+        for at in await asyncio.gather(*waiters):
+            latencies.append((at - sent) * 1000)
+    for comm in comms:
+        await comm.disconnect()
+    return {"connect+snapshot": connect_ms, "publish→receipt": latencies}
+
+
+# --- 2. real server, raw WebSocket clients ------------------------------------------------
+
+
+def login_cookie(url: str, username: str, password: str) -> str:
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    page = opener.open(f"{url}/login/").read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert token, "no CSRF token on the login page"
+    form = urllib.parse.urlencode(
+        {
+            "username": username,
+            "password": password,
+            "csrfmiddlewaretoken": token.group(1),
+            "next": "/",
+        }
+    )
+    opener.open(
+        urllib.request.Request(
+            f"{url}/login/", data=form.encode(), headers={"Referer": f"{url}/login/"}
+        )
+    )
+    session = next((c.value for c in jar if c.name == "sessionid"), None)
+    assert session, "login failed"
+    return f"sessionid={session}"
+
+
+class RawSocket:
+    """The least WebSocket client that reads a server's text frames (RFC 6455)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, host: str, port: int, path: str, cookie: str) -> RawSocket:
+        reader, writer = await asyncio.open_connection(host, port, limit=2**24)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                f"Sec-WebSocket-Version: 13\r\nOrigin: http://{host}:{port}\r\n"
+                f"Cookie: {cookie}\r\n\r\n"
+            ).encode()
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        if b" 101 " not in head.split(b"\r\n", 1)[0]:
+            raise RuntimeError(head.decode(errors="replace"))
+        return cls(reader, writer)
+
+    async def message(self) -> str:
+        parts = []
+        while True:
+            b0, b1 = await self.reader.readexactly(2)
+            size = b1 & 0x7F
+            if size == 126:
+                size = struct.unpack(">H", await self.reader.readexactly(2))[0]
+            elif size == 127:
+                size = struct.unpack(">Q", await self.reader.readexactly(8))[0]
+            mask = await self.reader.readexactly(4) if b1 & 0x80 else None
+            data = await self.reader.readexactly(size)
+            if mask:
+                data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+            if b0 & 0x0F == 0x8:
+                raise ConnectionError("closed by the server")
+            parts.append(data)
+            if b0 & 0x80:
+                return b"".join(parts).decode()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def real_server(
+    url: str, clients: int, seconds: float, cookie: str
+) -> dict[str, list[float]]:
+    host, port = url.removeprefix("http://").split(":")
+    connect_ms: list[float] = []
+    latencies: list[float] = []
+    sockets = []
+    for _ in range(clients):
+        started = time.perf_counter()
+        sock = await RawSocket.open(host, int(port), "/ws/dashboard/", cookie)
+        first = json.loads(await sock.message())
+        assert first["type"] == "snapshot"
+        connect_ms.append((time.perf_counter() - started) * 1000)
+        sockets.append(sock)
+
+    receipts: dict[str, list[float]] = {}
+
+    async def listen(sock: RawSocket) -> None:
+        while True:
+            text = await sock.message()
+            at = time.time()
+            if text.startswith('{"type": "table.update"'):
+                doc = json.loads(text)
+                latencies.append((at - iso_seconds(doc["table"]["generated_at"])) * 1000)
+                receipts.setdefault(doc["version"], []).append(at)
+
+    tasks = [asyncio.ensure_future(listen(s)) for s in sockets]
+    await asyncio.sleep(seconds)
+    for task in tasks:
+        task.cancel()
+    for sock in sockets:
+        sock.close()
+    spread = [(max(ts) - min(ts)) * 1000 for ts in receipts.values() if len(ts) == len(sockets)]
+    return {
+        "connect+snapshot": connect_ms,
+        "tick start→receipt (table.update)": latencies,
+        "fan-out spread (last − first client)": spread,
+    }
+
+
+def iso_seconds(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def first_render(url: str, password: str, runs: int = 3) -> list[float]:
+    from tests.dashboard.liveserver import CHROMIUM, CHROMIUM_ARGS, VIEWER, browser_missing
+
+    if browser_missing():
+        print(f"first render: skipped, {browser_missing()}")
+        return []
+    from playwright.sync_api import sync_playwright
+
+    out = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{url}/login/?next=/")
+        page.fill("input[name=username]", VIEWER)
+        page.fill("input[name=password]", password)
+        page.click("button[type=submit]")
+        page.wait_for_selector("body[data-ready=true]", timeout=15_000)
+        for _ in range(runs):
+            page.goto(f"{url}/")
+            page.wait_for_selector("body[data-ready=true]", timeout=15_000)
+            out.append(
+                page.evaluate("performance.getEntriesByName('dashboard-first-render')[0].startTime")
+            )
+        browser.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--in-process-only", action="store_true")
+    args = parser.parse_args()
+
+    from asgiref.sync import async_to_sync
+
+    tmp = Path(tempfile.mkdtemp(prefix="trafficmgr-bench-ws-"))
+    setup_django(tmp)
+    cookie = viewer_cookie()
+    print(f"dashboard WebSocket, {args.clients} clients")
+    results = async_to_sync(in_process)(args.clients, args.rounds, cookie)
+    for name, xs in results.items():
+        print(summary(f"in process: {name}", xs))
+    if args.in_process_only:
+        return
+
+    from tests.dashboard.liveserver import PASSWORD, VIEWER, HeartbeatFeeder, launch, shutdown
+
+    server = launch()
+    feeder = HeartbeatFeeder(server).start()
+    try:
+        time.sleep(3)  # a few ticks: regions healthy, weights moving with load
+        session = login_cookie(server.url, VIEWER, PASSWORD)
+        results = asyncio.run(real_server(server.url, args.clients, args.seconds, session))
+        for name, xs in results.items():
+            print(summary(f"daphne ({server.mode}): {name}", xs))
+        renders = first_render(server.url, PASSWORD)
+        if renders:
+            print(summary("page first render (navigation → map drawn)", renders))
+    finally:
+        feeder.stop()
+        shutdown(server)
+
+
+if __name__ == "__main__":
+    main()
