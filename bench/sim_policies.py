@@ -6,8 +6,12 @@ Run: .venv/bin/python bench/sim_policies.py [--fleet examples/fleet.yaml]
 For each trace and load it prints, per policy, latency p50/p99, TTFT p99, util CoV, rejected
 requests and residency violations, then ai_aware's P99 against round_robin's,
 least_connections' and the oracle's, next to the targets (<= 0.4, <= 0.85, <= 1.25) and CoV
-<= 0.10. ``--speed`` times a 19,000-request trace (the Azure trace repeated back to back)
-through five policies.
+<= 0.10. ``util cov`` is the JSON's ``util_cov``: the plain coefficient of variation over all
+endpoints of each endpoint's utilisation (work done at its own full-batch rates / time), so it
+is already capacity-normalised per endpoint but mixes GPU types and failover priorities. Each
+run then breaks ai_aware's and the oracle's utilisation down by GPU type and by region
+priority (mean/CoV), which is where that spread comes from. ``--speed`` times a
+19,000-request trace (the Azure trace repeated back to back) through five policies.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.routing.types import ClientShare, Fleet
-from trafficmgr.sim.run import DEFAULT_POLICIES, simulate
+from trafficmgr.sim.metrics import coefficient_of_variation
+from trafficmgr.sim.run import DEFAULT_POLICIES, RunResult, simulate
 from trafficmgr.sim.traces import Trace, TraceRequest, read_trace
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
@@ -58,6 +63,28 @@ def region_alone(fleet: Fleet, name: str) -> Fleet:
 
 def fmt(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def print_breakdown(result: RunResult, fleet: Fleet) -> None:
+    """Print utilisation mean/CoV per GPU type and per region priority for ai_aware, oracle."""
+    gpu = {e.name: e.gpu for e in fleet.endpoints()}
+    priority = {e.name: f"priority {r.priority}" for r in fleet.regions for e in r.endpoints}
+    for name in ("ai_aware", "oracle"):
+        outcome = result.outcomes.get(name)
+        if outcome is None:
+            continue
+        parts = []
+        for key in (gpu, priority):
+            groups: dict[str, list[float]] = {}
+            for endpoint, util in outcome.utilisation.items():
+                groups.setdefault(key[endpoint], []).append(util)
+            parts.append(
+                ", ".join(
+                    f"{g} {sum(v) / len(v):.2f}/{coefficient_of_variation(v):.2f}"
+                    for g, v in sorted(groups.items())
+                )
+            )
+        print(f"  {name} util mean/CoV by GPU: {parts[0]}; by priority: {parts[1]}")
 
 
 def print_run(doc: dict[str, Any], seconds: float) -> None:
@@ -124,6 +151,7 @@ def main() -> None:
                 f"{result.document['trace']['simulated_duration_s']:.0f} s simulated)"
             )
             print_run(result.document, time.perf_counter() - t0)
+            print_breakdown(result, fleet)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,7 @@ def statuses(draw: Any, fleet: Fleet) -> dict[str, RegionStatus]:
             reason="generated",
             ramp=draw(st.floats(0, 1)),
             models=models,
+            demand=draw(st.one_of(st.none(), st.floats(0, 10))),
         )
     return out
 
@@ -160,6 +161,20 @@ def test_shift_limit_never_breaks_the_invariants(data: st.DataObject) -> None:
     previous = compile_table(fleet, data.draw(statuses(fleet)), 1000.0)
     table = compile_table(fleet, data.draw(statuses(fleet)), 1001.0, previous=previous)
     check_table(fleet, table)
+
+
+@PROPERTY
+@given(st.data(), st.lists(st.floats(0, 90), min_size=2, max_size=5))
+def test_damped_spillover_over_many_ticks_never_breaks_the_invariants(
+    data: st.DataObject, gaps: list[float]
+) -> None:
+    fleet = data.draw(fleets())
+    now = 1000.0
+    table = compile_table(fleet, data.draw(statuses(fleet)), now)
+    for gap in gaps:
+        now += gap
+        table = compile_table(fleet, data.draw(statuses(fleet)), now, previous=table)
+        check_table(fleet, table)
 
 
 @PROPERTY

@@ -39,7 +39,7 @@ def test_fresh_heartbeat_is_healthy_at_full_capacity(
     assert health.healthy and health.evidence and health.reason == "ok"
     assert health.score == 1.0
     assert health.capacity == health.nominal == 2400 * 8
-    assert health.load == pytest.approx(0.3)
+    assert health.load == health.demand == pytest.approx(0.4)  # GPUs 40% busy, KV 30%
     assert health.models == ("llama-3-70b", "llama-3-8b")
 
 
@@ -89,11 +89,9 @@ def test_failures_make_it_unhealthy(
         ({"gpu": {"throttle_reasons": ("sw_thermal_slowdown",)}}, "throttled on 8/8 GPUs"),
         ({"gpu": {"throttle_reasons": ("HwPowerBrakeSlowdown",)}}, "throttled"),
         ({"gpu": {"temp_c": 93.0}}, "throttled"),
-        ({"server": {"kv_cache_usage": 0.97}}, "KV cache 97% full"),
-        ({"server": {"requests_waiting": 500}}, "queue saturated"),
     ],
 )
-def test_throttling_and_saturation_degrade_capacity(
+def test_throttling_degrades_score_and_capacity(
     euw1: Endpoint,
     h100: GpuProfile,
     beat: Beat,
@@ -105,6 +103,61 @@ def test_throttling_and_saturation_degrade_capacity(
     assert health.healthy
     assert 0 < health.score < 1 and health.capacity < health.nominal
     assert words in health.reason
+
+
+@pytest.mark.parametrize(
+    ("server", "words", "demand"),
+    [
+        ({"kv_cache_usage": 0.97}, "KV cache 97% full", 0.97),
+        ({"requests_waiting": 512}, "queue saturated", 0.4 + 512 / 512),
+    ],
+)
+def test_saturation_lowers_the_score_and_raises_demand_not_capacity(
+    euw1: Endpoint,
+    h100: GpuProfile,
+    beat: Beat,
+    now: float,
+    server: dict[str, object],
+    words: str,
+    demand: float,
+) -> None:
+    health = endpoint_health(euw1, beat("euw-1", now, server=server), h100, POLICY, now)
+    assert health.healthy and 0 < health.score < 1 and words in health.reason
+    assert health.capacity == health.nominal  # a saturated endpoint is not slower: it is asked more
+    assert health.demand == pytest.approx(demand)
+    assert health.load == pytest.approx(min(1.0, demand))
+
+
+@pytest.mark.parametrize(
+    ("server", "util", "demand"),
+    [
+        ({"requests_running": 8, "kv_cache_usage": 0.3}, 40.0, 0.4),  # GPU busy time dominates
+        ({"requests_running": 8, "kv_cache_usage": 0.7}, 40.0, 0.7),  # KV cache dominates
+        ({"requests_running": 512, "kv_cache_usage": 0.3}, 40.0, 1.0),  # every slot busy
+        ({"requests_running": 512, "requests_waiting": 256}, 100.0, 1.5),  # half as much again
+        ({"requests_running": 8, "kv_cache_usage": 0.1}, 100.0, 1.0),  # prefill-bound: GPUs busy
+    ],
+)
+def test_demand_counts_busy_share_and_the_queue_beyond_capacity(
+    euw1: Endpoint,
+    h100: GpuProfile,
+    beat: Beat,
+    now: float,
+    server: dict[str, object],
+    util: float,
+    demand: float,
+) -> None:
+    hb = beat("euw-1", now, server=server, gpu={"util_pct": util})
+    health = endpoint_health(euw1, hb, h100, POLICY, now)
+    assert health.demand == pytest.approx(demand)
+    assert health.load == pytest.approx(min(1.0, demand))
+
+
+def test_demand_without_a_server_sample_is_gpu_busy_time(
+    euw1: Endpoint, h100: GpuProfile, beat: Beat, now: float
+) -> None:
+    hb = replace(beat("euw-1", now, gpu={"util_pct": 65.0}), server=None)
+    assert endpoint_health(euw1, hb, h100, POLICY, now).demand == pytest.approx(0.65)
 
 
 def test_benign_clock_reasons_do_not_degrade(
@@ -150,8 +203,25 @@ def test_region_with_all_endpoints_ok_is_good(fleet: Fleet, beat: Beat, now: flo
     health = _region_health(fleet, region, beats, now)
     assert health.observation is Observation.GOOD
     assert health.capacity == health.nominal == 2400 * 8 + 1300 * 4
-    assert health.headroom == pytest.approx(0.7)
+    assert health.demand == pytest.approx(0.4) and health.headroom == pytest.approx(0.6)
     assert health.models == {"llama-3-70b": 2400 * 8, "llama-3-8b": 2400 * 8 + 1300 * 4}
+
+
+def test_region_demand_is_capacity_weighted_and_exceeds_one_when_overloaded(
+    fleet: Fleet, beat: Beat, now: float
+) -> None:
+    region = fleet.region("eu-west")  # euw-1: 8 x H100 (19,200 tokens/s); euw-2: 4 x A100 (5,200)
+    busy = {"requests_running": 512, "requests_waiting": 512}  # twice what it can run
+    beats = {
+        "euw-1": beat("euw-1", now, server=busy, gpu={"util_pct": 100.0}),
+        "euw-2": beat("euw-2", now, gpus=4, gpu={"util_pct": 50.0}),
+    }
+    health = _region_health(fleet, region, beats, now)
+    expected = (19_200 * 2.0 + 5_200 * 0.5) / (19_200 + 5_200)
+    assert health.demand == pytest.approx(expected) and expected > 1
+    assert health.headroom == 0.0
+    assert health.observation is Observation.GOOD  # busy is not broken: no failover for load
+    assert f"demand {expected:.0%} of capacity" in health.reason
 
 
 def test_region_losing_its_big_endpoint_is_degraded(fleet: Fleet, beat: Beat, now: float) -> None:

@@ -96,14 +96,24 @@ def test_down_priority_fails_over_inside_the_jurisdiction(
     assert "gdpr" in entry.reason
 
 
-def test_short_headroom_spills_to_the_next_priority(
+def test_overload_spills_to_the_next_priority(
     gdpr_fleet: Fleet, statuses: Statuses, status: Callable[..., RegionStatus], now: float
 ) -> None:
     given = statuses(gdpr_fleet, S.HEALTHY)
-    given["eu-west"] = status(S.HEALTHY, headroom=0.02)
+    given["eu-west"] = status(S.HEALTHY, headroom=0.0, demand=1.5)
     entries = lookup(compile_table(gdpr_fleet, given, now), DE, M70)
-    assert weights(entries) == {"eu-west": 0.6, "eu-central": 0.4}
-    assert "spillover from eu-west (headroom 2% < 10%)" in entries[1].reason
+    assert weights(entries) == {"eu-west": 0.6, "eu-central": 0.4}  # 0.9 / 1.5 kept
+    note = "spillover from eu-west (demand 150% of capacity, target 90%: keeps 60%)"
+    assert note in entries[1].reason
+
+
+def test_short_headroom_alone_spills_what_exceeds_the_target(
+    gdpr_fleet: Fleet, statuses: Statuses, status: Callable[..., RegionStatus], now: float
+) -> None:
+    given = statuses(gdpr_fleet, S.HEALTHY)
+    given["eu-west"] = status(S.HEALTHY, headroom=0.02)  # no demand figure: 98% busy
+    entries = weights(lookup(compile_table(gdpr_fleet, given, now), DE, M70))
+    assert entries["eu-west"] == pytest.approx(0.9 / 0.98, abs=1e-4)
 
 
 def test_slow_start_limits_a_recovering_region(
@@ -212,14 +222,15 @@ def test_max_shift_limits_moves_but_not_leaving_a_down_region(
     fleet = with_policy(gdpr_fleet, max_shift_per_tick=0.2)
     before = compile_table(fleet, statuses(fleet, S.HEALTHY), now)
     busy = statuses(fleet, S.HEALTHY)
-    busy["eu-west"] = status(S.HEALTHY, headroom=0.0)
+    busy["eu-west"] = status(S.HEALTHY, headroom=0.0, demand=2.0)
     unlimited = compile_table(fleet, busy, now + 1)
-    assert weights(lookup(unlimited, DE, M70)) == {"eu-west": 0.5, "eu-central": 0.5}
-    limited = compile_table(fleet, busy, now + 1, previous=before)
+    assert weights(lookup(unlimited, DE, M70)) == {"eu-west": 0.45, "eu-central": 0.55}
+    # A minute later the spill damping lets 63% of the move through: the valve cuts it to 20%.
+    limited = compile_table(fleet, busy, now + 60, previous=before)
     entries = lookup(limited, DE, M70)
     assert weights(entries) == {"eu-west": 0.8, "eu-central": 0.2}
     assert "shift limited to 20% per tick" in entries[0].reason
-    down = compile_table(fleet, statuses(fleet, S.HEALTHY, eu_west=S.DOWN), now + 2, limited)
+    down = compile_table(fleet, statuses(fleet, S.HEALTHY, eu_west=S.DOWN), now + 61, limited)
     assert weights(lookup(down, DE, M70)) == {"eu-central": 1.0}
 
 

@@ -198,6 +198,7 @@ def region_status(
         machine.since,
         ramp,
         dict(health.models),
+        health.demand,
     )
 
 

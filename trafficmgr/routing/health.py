@@ -4,16 +4,26 @@ An endpoint is unhealthy when its last heartbeat is older than ``heartbeat_inter
 miss_threshold`` (one missed heartbeat never takes it out), its probe of the model failed, a
 GPU reports XID or uncorrectable ECC errors (the agent reports errors seen since its previous
 heartbeat; one failed GPU breaks a tensor-parallel replica, so the whole endpoint goes), or
-its server reports none of the endpoint's models loaded. It is degraded, with a lower score and
-capacity, when GPUs throttle for heat or power, or when its KV cache or queue is saturated.
+its server reports none of the endpoint's models loaded. Its score drops when GPUs throttle for
+heat or power (which also lowers its capacity) or when its KV cache or queue is saturated.
 
-Capacity is in decode tokens/s: ``decode_tokens_per_s x gpus x score``. A region's capacity
-is the sum over its healthy endpoints; endpoints that have never reported are left out of
-both its capacity and its score until they do.
+Capacity is in decode tokens/s: ``decode_tokens_per_s x gpus x throttling``. Saturation
+lowers the score and says so, but not the capacity: a saturated endpoint is not slower, it is
+asked for more than it can do, and that is what *demand* measures. An endpoint's demand is
+its busy share (the largest of KV cache use, running requests per slot and GPU busy time)
+plus its waiting queue per slot (``max_concurrency x gpus``): the work asked for beyond what
+it can run at once. It is not clipped at 1, so an overloaded endpoint says by how much;
+``load`` is the same figure clipped to 0..1.
+
+A region's capacity is the sum over its healthy endpoints; endpoints that have never reported
+are left out of its capacity, score and demand until they do. Its demand is the
+capacity-weighted mean of its endpoints' demands (demanded / available decode tokens/s, above
+1 when overloaded) and its headroom ``1 - demand`` clipped to 0..1.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -53,6 +63,7 @@ class EndpointHealth:
     evidence: bool  # False before the first heartbeat (startup state)
     models: tuple[str, ...] = ()  # models it can serve now
     nominal: float = 0.0  # capacity when fully healthy
+    demand: float = 0.0  # busy share + queue per slot; above 1 when overloaded
 
 
 class Observation(StrEnum):
@@ -75,6 +86,7 @@ class RegionHealth:
     score: float  # live capacity / capacity of the endpoints that reported
     reason: str
     models: Mapping[str, float] = field(default_factory=dict)  # live capacity per model
+    demand: float = 0.0  # demanded / live capacity; above 1 when overloaded
 
 
 def nominal_capacity(endpoint: Endpoint, profile: GpuProfile | None) -> float:
@@ -107,21 +119,22 @@ def endpoint_health(
     models = _models_served(endpoint, heartbeat.server)
     if not models:
         return down("none of its models loaded")
-    score, notes = _score(heartbeat, profile, endpoint.gpus)
+    throttling, score, notes = _score(heartbeat, profile, endpoint.gpus)
     if len(models) < len(endpoint.models):
         notes.append(f"only {', '.join(models)} loaded")
-    load = _load(heartbeat, profile, endpoint.gpus)
+    demand = endpoint_demand(heartbeat, profile, endpoint.gpus)
     return EndpointHealth(
         endpoint.name,
         endpoint.region,
         True,
         score,
-        nominal * score,
-        load,
+        nominal * throttling,
+        _clip(demand),
         "; ".join(notes) or "ok",
         True,
         models,
         nominal,
+        demand,
     )
 
 
@@ -152,15 +165,16 @@ def _models_served(endpoint: Endpoint, server: ServerSample | None) -> tuple[str
     return tuple(m for m in endpoint.models if m in loaded)
 
 
-def _score(hb: Heartbeat, profile: GpuProfile, gpus: int) -> tuple[float, list[str]]:
-    """Return the 0..1 health score and the reasons that lowered it."""
-    score = 1.0
+def _score(hb: Heartbeat, profile: GpuProfile, gpus: int) -> tuple[float, float, list[str]]:
+    """Return the share of its speed throttling leaves, the 0..1 score, and why it is lower."""
+    throttling = 1.0
     notes: list[str] = []
     throttled = [g for g in hb.gpus if _throttled(g)]
     if throttled:
         share = len(throttled) / max(len(hb.gpus), 1)
-        score *= 1.0 - THROTTLE_PENALTY * share
+        throttling = 1.0 - THROTTLE_PENALTY * share
         notes.append(f"throttled on {len(throttled)}/{len(hb.gpus)} GPUs")
+    score = throttling
     server = hb.server
     if server is not None:
         queue_limit = max(1.0, profile.max_concurrency * gpus * QUEUE_SATURATED)
@@ -170,7 +184,7 @@ def _score(hb: Heartbeat, profile: GpuProfile, gpus: int) -> tuple[float, list[s
         elif server.requests_waiting >= queue_limit:
             score *= 1.0 - SATURATION_PENALTY
             notes.append(f"queue saturated ({server.requests_waiting} waiting)")
-    return score, notes
+    return throttling, score, notes
 
 
 def _throttled(gpu: GpuSample) -> bool:
@@ -184,15 +198,26 @@ def _throttled(gpu: GpuSample) -> bool:
     return False
 
 
-def _load(hb: Heartbeat, profile: GpuProfile, gpus: int) -> float:
-    """Estimate utilisation 0..1: KV cache or concurrency from the server, else GPU busy time."""
-    server = hb.server
-    if server is not None:
-        concurrency = server.requests_running / max(1, profile.max_concurrency * gpus)
-        return _clip(max(server.kv_cache_usage, concurrency))
+def endpoint_demand(hb: Heartbeat, profile: GpuProfile, gpus: int) -> float:
+    """Return the demand on an endpoint relative to its capacity (above 1 when overloaded).
+
+    Busy share (the largest of KV cache use, running requests per slot and the GPUs' mean busy
+    time) plus the waiting queue per slot.
+    """
+    busy = 0.0
     if hb.gpus:
-        return _clip(sum(g.util_pct for g in hb.gpus) / (100.0 * len(hb.gpus)))
-    return 0.0
+        busy = _clip(_finite(sum(g.util_pct for g in hb.gpus) / (100.0 * len(hb.gpus))))
+    server = hb.server
+    if server is None:
+        return busy
+    slots = max(1, profile.max_concurrency * gpus)
+    running = max(0, server.requests_running) / slots
+    busy = max(busy, _clip(_finite(server.kv_cache_usage)), _clip(running))
+    return busy + max(0, server.requests_waiting) / slots
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
 
 
 def _clip(value: float) -> float:
@@ -220,7 +245,7 @@ def region_health(region: Region, healths: Sequence[EndpointHealth]) -> RegionHe
     if capacity <= 0:
         return _no_capacity(region, Observation.BAD, nominal, _summary(reported, len(reported)))
     score = capacity / max(sum(h.nominal for h in reported), 1e-9)
-    used = sum(h.capacity * h.load for h in serving)
+    demand = sum(h.capacity * h.demand for h in serving) / capacity
     models: dict[str, float] = {}
     for h in serving:
         for m in h.models:
@@ -230,9 +255,19 @@ def region_health(region: Region, healths: Sequence[EndpointHealth]) -> RegionHe
     problems = [h for h in reported if not h.healthy or h.reason != "ok"]
     if problems:
         reason = f"{reason}; {_summary(problems, len(problems))}"
-    headroom = _clip(1.0 - used / capacity)
+    if demand > 1.0:
+        reason = f"{reason}; demand {demand:.0%} of capacity"
+    headroom = _clip(1.0 - demand)
     return RegionHealth(
-        region.name, observation, capacity, nominal, headroom, min(score, 1.0), reason, models
+        region.name,
+        observation,
+        capacity,
+        nominal,
+        headroom,
+        min(score, 1.0),
+        reason,
+        models,
+        demand,
     )
 
 

@@ -6,7 +6,8 @@ continent → default. Rule countries and continents are always compiled, so a l
 never fall through to a zone with weaker rules. Country codes that are also continent codes
 (AS, NA, SA) are keyed ``country:AS`` etc.; the continents keep the bare codes.
 
-How one list is weighed: ``weighting.py``. Then:
+How one list is weighed: ``weighting.py`` (with ``previous``, spillover moves from the
+previous table's shares, damped by the time since it). Then:
 
 6. With ``previous``, at most ``max_shift_per_tick`` of a list's weight moves per compile,
    except that weight always leaves regions that are no longer eligible (down, drained,
@@ -27,6 +28,7 @@ from trafficmgr.routing.countries import CONTINENTS, continent_of
 from trafficmgr.routing.geo import continent_location, country_location, rtt_ms
 from trafficmgr.routing.health import config_status
 from trafficmgr.routing.residency import base_decision
+from trafficmgr.routing.spillover import spill_damping
 from trafficmgr.routing.table_diff import TableDiff, diff_tables
 from trafficmgr.routing.table_json import content_version, table_from_json, table_to_json
 from trafficmgr.routing.types import (
@@ -148,15 +150,16 @@ def compile_table(
     cache = _distance_cache(layout)
     out_zones: dict[str, Lists] = {}
     notes: dict[str, dict[str, str]] = {}
+    damping = spill_damping(fleet, previous.generated_at if previous else None, now)
     for zone in table_zones(fleet, zones):
         client = zone_location(zone)
         decision = base_decision(fleet, client)
         rtts, order = _distances(cache, layout, client.point)
         lists: Lists = {}
         for model in models:
-            listed = weigh_list(fleet, decision, per_model[model], rtts, order)
-            result = listed.entries
             old = _previous(previous, zone, model)
+            listed = weigh_list(fleet, decision, per_model[model], rtts, order, old, damping)
+            result = listed.entries
             if old and result:
                 result = _limit_shift(old, listed, fleet.failover.max_shift_per_tick)
             lists[model] = _rounded(result)

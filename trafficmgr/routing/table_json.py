@@ -70,7 +70,7 @@ def table_to_json(table: RoutingTable) -> dict[str, Any]:
 
 
 def _status_doc(status: RegionStatus) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "state": status.state.value,
         "headroom": status.headroom,
         "capacity": status.capacity,
@@ -79,6 +79,9 @@ def _status_doc(status: RegionStatus) -> dict[str, Any]:
         "ramp": status.ramp,
         "models": dict(status.models),
     }
+    if status.demand is not None:
+        doc["demand"] = status.demand
+    return doc
 
 
 def table_from_json(doc: Any) -> RoutingTable:
@@ -120,6 +123,7 @@ def _status_from(doc: Any) -> RegionStatus:
         since=parse_iso8601(d.get("since", 0.0)),
         ramp=_number(d.get("ramp", 1.0)),
         models={str(m): _number(c) for m, c in _mapping(d.get("models", {})).items()},
+        demand=None if d.get("demand") is None else _number(d["demand"]),
     )
 
 

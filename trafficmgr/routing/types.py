@@ -235,6 +235,7 @@ class RegionStatus:
     since: float = 0.0
     ramp: float = 1.0
     models: Mapping[str, float] = field(default_factory=dict)  # live capacity per model
+    demand: float | None = None  # demanded / live capacity (> 1 overloaded); None: 1 - headroom
 
 
 @dataclass(frozen=True, slots=True)

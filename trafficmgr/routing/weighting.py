@@ -8,14 +8,20 @@
    the model. Down and drained regions get no weight.
 3. Eligible regions are put in failover order: by configured priority (lower first), and
    inside one priority by distance, in tiers of regions within ``FAR_MS`` of the tier's
-   nearest. The first tier takes the traffic; the next only gets spillover: the share the
-   tier cannot accept because of slow start, plus up to ``MAX_SPILL`` as the tier's free
-   capacity falls below the policy's ``spillover_headroom``. A tier or a priority that is
-   down is skipped (failover).
-4. Inside a tier a region's weight is ``region weight x slow-start ramp x capacity for the
-   model x (HEADROOM_FLOOR + headroom) x exp(-(rtt - nearest rtt) / PROXIMITY_TAU_MS)``; the
-   floor keeps a busy region from being emptied and refilled on alternate ticks.
-5. No eligible region: ``fail_open`` answers the allowed candidates anyway (not drained
+   nearest. The first tier takes the traffic; the next only gets what the tier passes on
+   (spillover), and so on; a tier or a priority that is down is skipped (failover).
+4. A tier passes on the share of the traffic reaching it that slow start keeps from it, and
+   the share of its demand its capacity cannot serve with ``spillover_headroom`` to spare,
+   damped from the previous table's shares (``spillover.py``).
+5. Inside a tier a region's weight is ``region weight x slow-start ramp x capacity for the
+   model x load factor x exp(-(rtt - reference rtt) / PROXIMITY_TAU_MS)`` (at most 1). The
+   load factor is ``HEADROOM_FLOOR + headroom``, and ``HEADROOM_FLOOR / demand`` once demand
+   passes capacity; the floor keeps a busy region from being emptied and refilled on
+   alternate ticks. The reference RTT is the tier's RTTs averaged with weights ``headroom x
+   exp(-(rtt - nearest rtt) / PROXIMITY_TAU_MS)``: the nearest region's while it has room,
+   sliding continuously to the next ones' as it fills, so that a closer region without room
+   does not make the others look far.
+6. No eligible region: ``fail_open`` answers the allowed candidates anyway (not drained
    ones), by proximity and weight, and says so; ``fail_closed`` answers nothing.
 """
 
@@ -28,6 +34,15 @@ from itertools import chain
 
 from trafficmgr.routing.health import config_status
 from trafficmgr.routing.residency import ResidencyDecision, apply_availability
+from trafficmgr.routing.spillover import (
+    NO_DAMPING,
+    Damping,
+    Spill,
+    kept_share,
+    list_spill,
+    rest_demands,
+    spill_note,
+)
 from trafficmgr.routing.types import (
     AdminState,
     AllDown,
@@ -41,7 +56,6 @@ from trafficmgr.routing.types import (
 PROXIMITY_TAU_MS = 15.0
 FAR_MS = 50.0
 HEADROOM_FLOOR = 0.1
-MAX_SPILL = 0.5
 MIN_RAMP = 0.01
 _SERVING = frozenset(
     {RegionState.HEALTHY, RegionState.DEGRADED, RegionState.RECOVERING, RegionState.UNKNOWN}
@@ -70,6 +84,7 @@ class Candidate:
     view: RegionView
     capacity: float
     headroom: float  # 0..1
+    demand: float  # demanded / live capacity of the region, >= 0
     base: float  # weight x capacity x headroom factor x ramp
     full: float  # the same without the ramp
 
@@ -128,9 +143,11 @@ def model_candidates(views: Sequence[RegionView], model: str) -> ModelCandidates
             entries.append(None)
             continue
         headroom = _unit(v.status.headroom, 0.0)
-        full = v.region.weight * cap * (HEADROOM_FLOOR + headroom)
+        demand = _demand(v.status.demand, headroom)
+        room = HEADROOM_FLOOR / demand if demand > 1.0 else HEADROOM_FLOOR + headroom
+        full = v.region.weight * cap * room
         ramp = max(MIN_RAMP, _unit(v.status.ramp, 1.0))
-        entries.append(Candidate(v, cap, headroom, full * ramp, full))
+        entries.append(Candidate(v, cap, headroom, demand, full * ramp, full))
     configured = [v for v in views if model in v.configured]
     serving = frozenset(e.view.region.name for e in entries if e is not None)
     return ModelCandidates(entries, configured, serving)
@@ -141,14 +158,27 @@ def _unit(value: float, default: float) -> float:
     return min(1.0, max(0.0, value)) if value == value else default
 
 
+def _demand(demand: float | None, headroom: float) -> float:
+    """Return a region's demand ratio: as reported, else what its headroom implies."""
+    if demand is None or not math.isfinite(demand):
+        return 1.0 - headroom
+    return max(0.0, demand)
+
+
 def weigh_list(
     fleet: Fleet,
     decision: ResidencyDecision,
     model: ModelCandidates,
     rtts: tuple[float, ...] | None,
     order: Sequence[int],
+    previous: Sequence[WeightedRegion] = (),
+    damping: Damping = NO_DAMPING,
 ) -> ZoneList:
-    """Weigh the regions of one zone and model; ``order`` sorts regions by priority, then RTT."""
+    """Weigh the regions of one zone and model; ``order`` sorts regions by priority, then RTT.
+
+    ``previous`` is the list the previous table published (its kept shares are where the
+    spillover goes on from) and ``damping`` how far they move (``spill_damping``).
+    """
     if decision.preferred and not decision.spilled:
         down = {n for n in decision.preferred if n not in model.serving}
         decision = apply_availability(decision, down)
@@ -169,9 +199,11 @@ def weigh_list(
         return _all_down(fleet, decision, allowed, rtts)
     residency = f"; residency: {decision.reason}" if decision.rules else ""
     lost = _lost(allowed, first.view.region.priority)
-    spillover = fleet.failover.spillover_headroom
-    weighed = _weigh(chain((first,), eligible), rtts, spillover, lost, residency)
     carriers = model.serving if inside is None else model.serving & inside
+    kept = {w.region: w.weight for w in previous if w.region in carriers and w.weight > 0}
+    forced = sum(w.weight for w in previous) - sum(kept.values())
+    spill = list_spill(fleet.failover.spillover_headroom, kept, forced, damping)
+    weighed = _weigh(chain((first,), eligible), rtts, spill, lost + residency, residency)
     return ZoneList(weighed, "", carriers)
 
 
@@ -219,54 +251,107 @@ def _tiers(
 def _weigh(
     eligible: Iterator[Candidate],
     rtts: tuple[float, ...] | None,
-    spillover: float,
-    lost: str,
+    spill: Spill,
+    first_note: str,
     residency: str,
 ) -> list[WeightedRegion]:
     """Share one list's traffic over the tiers: the first takes it, later ones get spillover."""
     out: list[WeightedRegion] = []
-    remaining = 1.0
-    note = lost
-    tiers = _tiers(eligible, rtts)
-    tier = next(tiers, None)
+    remaining = 1.0  # share of the list's traffic reaching this tier
+    before = sum(spill.previous.values())  # previous weight on this tier and the later ones
+    tail = first_note
+    tiers = _LazyTiers(_tiers(eligible, rtts))
+    k = 0
+    tier = tiers.at(0)
     while tier is not None and remaining > 1e-9:
-        following = next(tiers, None)
-        best = rtts[tier[0].view.index] if rtts else 0.0
-        prox = [
-            math.exp((best - rtts[e.view.index]) / PROXIMITY_TAU_MS) if rtts else 1.0 for e in tier
-        ]
+        following = tiers.at(k + 1)
+        prox = _proximity(tier, rtts)
         raw = [e.base * p for e, p in zip(tier, prox, strict=True)]
         full = sum(e.full * p for e, p in zip(tier, prox, strict=True))
-        capacity = sum(e.capacity for e in tier)
-        headroom = sum(e.capacity * e.headroom for e in tier) / capacity
-        acceptance = sum(raw) / full if full > 0 else 0.0
-        short = 1.0 - headroom / spillover if spillover > 0 else 0.0
-        spill = MAX_SPILL * min(1.0, max(0.0, short))
-        take = remaining if following is None else remaining * acceptance * (1.0 - spill)
+        ramp = sum(raw) / full if full > 0 else 0.0
+        had = sum(spill.previous.get(e.view.region.name, 0.0) for e in tier)
+        take, note = remaining, ""
+        if following is not None:
+            demand = _tier_demand(tier)
+            previous = had / before if before > 1e-9 else None
+            goal = spill.target
+            if demand > goal or (previous is not None and previous < 1.0):
+                goal = max(goal, tiers.demand_from(k + 1))
+            kept = kept_share(
+                demand,
+                goal,
+                previous,
+                spill.damping,
+                spilled_into=k > 0,
+                crowded=goal > spill.target,
+            )
+            take = remaining * min(kept, ramp)
+            names = [e.view.region.name for e in tier]
+            note = spill_note(names, demand, goal, kept, ramp) + residency
         total = sum(raw) or 1.0
-        tail = note + residency
         for e, r in zip(tier, raw, strict=True):
             v = e.view
             rtt = f", rtt ~{rtts[v.index]:.0f} ms" if rtts else ""
             reason = f"{v.label}{rtt}{v.detail}{tail}"
             out.append(WeightedRegion(v.region.name, take * r / total, reason))
+        tail = note
         remaining -= take
-        note = _spill_note(tier, headroom, spillover, spill, acceptance)
+        before -= had
+        k += 1
         tier = following
     return out
 
 
-def _spill_note(
-    tier: Sequence[Candidate], headroom: float, spillover: float, spill: float, acceptance: float
-) -> str:
-    """Explain why a tier passed traffic on to the next one."""
-    names = ", ".join(e.view.region.name for e in tier[:3])
-    parts = []
-    if spill > 0:
-        parts.append(f"headroom {headroom:.0%} < {spillover:.0%}")
-    if acceptance < 1.0:
-        parts.append(f"slow start {acceptance:.0%}")
-    return f"; spillover from {names} ({', '.join(parts) or 'capacity'})"
+class _LazyTiers:
+    """A list's tiers, cut only as far as they are looked at."""
+
+    def __init__(self, tiers: Iterator[list[Candidate]]) -> None:
+        self._source = tiers
+        self._cut: list[list[Candidate]] = []
+        self._rest: list[float] | None = None
+
+    def at(self, k: int) -> list[Candidate] | None:
+        """Return tier ``k`` (None past the last)."""
+        while len(self._cut) <= k:
+            tier = next(self._source, None)
+            if tier is None:
+                return None
+            self._cut.append(tier)
+        return self._cut[k]
+
+    def demand_from(self, k: int) -> float:
+        """Return the demand of tier ``k`` and every later tier together."""
+        if self._rest is None:
+            self._cut.extend(self._source)
+            self._rest = rest_demands([[(e.capacity, e.demand) for e in t] for t in self._cut])
+        return self._rest[k] if k < len(self._rest) else 0.0
+
+
+def _proximity(tier: Sequence[Candidate], rtts: tuple[float, ...] | None) -> list[float]:
+    """Return each region's proximity factor against the tier's reference RTT.
+
+    The reference is the mean RTT of the tier's regions weighted by ``headroom x proximity to
+    the nearest``: the nearest region's RTT while it has room, moving smoothly towards the
+    next ones as it fills (a step would flip weights between ticks), the nearest's when none
+    has room. Regions nearer than the reference get 1.
+    """
+    if not rtts:
+        return [1.0] * len(tier)
+    times = [rtts[e.view.index] for e in tier]
+    nearest = times[0]
+    pulls = [
+        e.headroom * math.exp((nearest - t) / PROXIMITY_TAU_MS)
+        for e, t in zip(tier, times, strict=True)
+    ]
+    total = sum(pulls)
+    ref = sum(p * t for p, t in zip(pulls, times, strict=True)) / total if total > 0 else nearest
+    return [min(1.0, math.exp((ref - t) / PROXIMITY_TAU_MS)) for t in times]
+
+
+def _tier_demand(tier: Sequence[Candidate]) -> float:
+    """Return a tier's demand: its regions' demands weighted by their capacity for the model."""
+    capacity = sum(e.capacity for e in tier)
+    return sum(e.capacity * e.demand for e in tier) / capacity if capacity > 0 else 0.0
 
 
 def _all_down(

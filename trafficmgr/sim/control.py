@@ -1,12 +1,18 @@
 """The global level as the simulated clients meet it: the engine behind caching resolvers.
 
 Every heartbeat interval each live endpoint's agent reports a heartbeat built from its
-server's state (running and waiting requests, KV cache use, GPU busy share, a passing probe);
-a failed endpoint reports nothing. The control loop then calls the engine exactly as the
-real one does: ``evaluate_fleet`` (endpoint health, the failover state machines) and
-``compile_table`` (residency, failover order, weights). Clients resolve through one of their
-country's resolvers, which caches one weighted-random answer of ``lookup`` for the fleet's
-TTL, as resolvers do with a weighted DNS record. Residency is checked against the engine's
+server's state, with the meaning vLLM's metrics have: ``requests_running`` is the requests in
+the batch (decoding, plus the one prefilling), ``requests_waiting`` every request that has not
+started yet (queued for a free slot or KV room, or admitted but waiting for the prefill), so a
+server asked for more than it can run reports the excess as its queue; ``kv_cache_usage`` the
+share of its KV room reserved; each GPU's ``util_pct`` the busy share of the last interval
+(work done at full-batch rates / interval). A failed endpoint reports nothing.
+
+The control loop then calls the engine exactly as the real one does: ``evaluate_fleet``
+(endpoint health, the failover state machines) and ``compile_table`` (residency, failover
+order, weights, against the previous table). Clients resolve through one of their country's
+resolvers, which caches one weighted-random answer of ``lookup`` for the fleet's TTL, as
+resolvers do with a weighted DNS record. Residency is checked against the engine's
 ``allowed_regions``; nothing here decides a route itself.
 """
 
@@ -72,14 +78,15 @@ class GlobalLevel:
             )
             for i in range(e.gpus)
         )
-        view = s.load(True, (), gpu_util, 0.0)
+        prefilling = 1 if s.prefill else 0
+        running = len(s.decoding) + prefilling
+        waiting = len(s.waiting) + len(s.prefill) - prefilling
+        kv = min(1.0, s.kv_used / s.rates.kv_capacity_tokens)
         ttfts = sorted(s.recent_ttfts)
         s.recent_ttfts.clear()
         p50 = ttfts[len(ttfts) // 2] * 1000.0 if ttfts else 0.0
         p99 = ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))] * 1000.0 if ttfts else 0.0
-        sample = ServerSample(
-            "sim", view.running, view.waiting, view.kv_cache_usage, tokens_per_s, p50, p99, e.models
-        )
+        sample = ServerSample("sim", running, waiting, kv, tokens_per_s, p50, p99, e.models)
         self.heartbeats[e.name] = Heartbeat(
             e.name, self.seq, EPOCH + now, EPOCH + now, gpus, sample, ProbeSample(True, 1.0)
         )

@@ -154,6 +154,8 @@ class Simulation:
             handlers[kind](a, b, now)
         self.outcome.makespan_s = now
         self.outcome.transitions = self.global_level.transitions
+        if self.progress is not None:
+            self.progress(1.0)  # ticks stop with the last request, maybe short of its send time
         return self.outcome
 
     def _push(self, when: float, kind: int, a: int, b: int) -> None:
