@@ -16,18 +16,23 @@ def trafficmgr_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     conf = settings.TRAFFICMGR
     geoip = conf.get("GEOIP_DB")
     if geoip and not os.path.isfile(geoip):
-        problems.append(Error(f"TRAFFICMGR_GEOIP_DB={geoip!r} does not exist",
-                              hint="Point it at a GeoLite2/GeoIP2 City or Country .mmdb file, "
-                                   "or unset it to use the bundled GeoLite2 database.",
-                              id="trafficmgr.E001"))
+        problems.append(
+            Error(
+                f"TRAFFICMGR_GEOIP_DB={geoip!r} does not exist",
+                hint="Point it at a GeoLite2/GeoIP2 City or Country .mmdb file, "
+                "or unset it to use the bundled GeoLite2 database.",
+                id="trafficmgr.E001",
+            )
+        )
     if conf.get("TICK_SECONDS", 1.0) <= 0:
         problems.append(Error("TRAFFICMGR_TICK_SECONDS must be > 0", id="trafficmgr.E002"))
-    if conf.get("REQUIRE_SERVICES") and not settings.REDIS_URL:
-        problems.append(Error("TRAFFICMGR_REQUIRE_SERVICES is set but REDIS_URL is not",
-                              id="trafficmgr.E003"))
     engine = settings.DATABASES["default"]["ENGINE"]
     if settings.REDIS_URL and engine.endswith("sqlite3"):
-        problems.append(Warning("REDIS_URL is set but the database is SQLite; the distributed "
-                                "mode expects DATABASE_URL to point at PostgreSQL",
-                                id="trafficmgr.W001"))
+        problems.append(
+            Warning(
+                "REDIS_URL is set but the database is SQLite; the distributed "
+                "mode expects DATABASE_URL to point at PostgreSQL",
+                id="trafficmgr.W001",
+            )
+        )
     return problems

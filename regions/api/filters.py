@@ -64,7 +64,11 @@ def parse_instant(name: str, raw: str) -> dt.datetime:
         raise ValidationError({name: [f"{raw!r} is not an ISO 8601 date or date-time"]})
     if timezone.is_naive(value):
         value = timezone.make_aware(value, dt.UTC)
-    return value
+    try:
+        # Compare in UTC: PostgreSQL refuses offsets beyond ±15:59 ("-17:24" is valid ISO).
+        return value.astimezone(dt.UTC)
+    except (OverflowError, ValueError) as exc:
+        raise ValidationError({name: [f"{raw!r} is out of range"]}) from exc
 
 
 def refuse_unknown_params(request: Request, declared: set[str]) -> None:

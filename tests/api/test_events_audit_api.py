@@ -164,3 +164,16 @@ def test_viewer_writing_to_audit_is_403(world: Any, viewer_client: Any) -> None:
     row = AuditLog.objects.first()
     assert row is not None
     assert_error(viewer_client.delete(f"{API}/audit/{row.pk}/"), 403)
+
+
+@pytest.mark.parametrize(
+    "since", ["0646-12-21T19:06:15.08-17:24", "0001-01-01T00:00:00+01:00", "2026-03-01T00:00+14:00"]
+)
+def test_odd_but_valid_timestamps_are_compared_in_utc(viewer_client: Any, since: str) -> None:
+    """Offsets PostgreSQL refuses, or instants before year 1 in UTC: an answer, never a 500."""
+    from urllib.parse import quote
+
+    response = viewer_client.get(f"{API}/events/?since={quote(since)}")
+    assert response.status_code in {200, 400}, response.content
+    if response.status_code == 400:
+        assert "since" in response.json()["fields"]

@@ -7,10 +7,13 @@ response must match what the schema says about its status, headers and body.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 
@@ -38,6 +41,22 @@ def _load() -> Any:
 
 
 schema = _load()
+
+
+@pytest.fixture(autouse=True)
+def _keep_test_connection() -> Iterator[None]:
+    """Keep the test's transaction open across requests, as Django's test client does.
+
+    The WSGI app closes old database connections at each request's start and end; with
+    PostgreSQL (persistent connections) that would close the test's own connection.
+    """
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
 
 
 @pytest.mark.django_db
