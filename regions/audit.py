@@ -34,7 +34,13 @@ from regions.models import (
 )
 
 AUDITED: tuple[type[models.Model], ...] = (
-    FleetSettings, GpuProfile, Region, Endpoint, ResidencyRule, FailoverPolicy, ApiToken,
+    FleetSettings,
+    GpuProfile,
+    Region,
+    Endpoint,
+    ResidencyRule,
+    FailoverPolicy,
+    ApiToken,
     AgentToken,
 )
 _HIDDEN = {"key_hash", "created_at", "updated_at", "last_used_at"}
@@ -47,8 +53,7 @@ class Actor:
     source: str = ""
 
 
-_current: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("audit_actor",
-                                                                         default=None)
+_current: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("audit_actor", default=None)
 
 
 def current_actor() -> Actor:
@@ -113,15 +118,27 @@ def snapshot(instance: models.Model) -> dict[str, Any]:
     return out
 
 
-def record(action: str, object_type: str, object_id: str = "", object_repr: str = "",
-           before: Any = None, after: Any = None) -> AuditLog:
+def record(
+    action: str,
+    object_type: str,
+    object_id: str = "",
+    object_repr: str = "",
+    before: Any = None,
+    after: Any = None,
+) -> AuditLog:
     """Append one audit row attributed to the current actor."""
     actor = current_actor()
     return AuditLog.objects.create(
-        at=timezone.now(), actor=actor.name[:150], actor_type=actor.kind,
-        source=actor.source, action=action, object_type=object_type,
-        object_id=str(object_id)[:63], object_repr=str(object_repr)[:200],
-        before=before, after=after,
+        at=timezone.now(),
+        actor=actor.name[:150],
+        actor_type=actor.kind,
+        source=actor.source,
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id)[:63],
+        object_repr=str(object_repr)[:200],
+        before=before,
+        after=after,
     )
 
 
@@ -135,24 +152,32 @@ def _on_pre_save(sender: type[models.Model], instance: models.Model, **kwargs: A
     instance._audit_before = before  # type: ignore[attr-defined]
 
 
-def _on_post_save(sender: type[models.Model], instance: models.Model, created: bool,
-                  **kwargs: Any) -> None:
+def _on_post_save(
+    sender: type[models.Model], instance: models.Model, created: bool, **kwargs: Any
+) -> None:
     if kwargs.get("raw"):
         return
     before = getattr(instance, "_audit_before", None)
     after = snapshot(instance)
     if not created and before == after:
         return
-    record("create" if created or before is None else "update", sender.__name__,
-           str(instance.pk), str(instance), before, after)
+    record(
+        "create" if created or before is None else "update",
+        sender.__name__,
+        str(instance.pk),
+        str(instance),
+        before,
+        after,
+    )
 
 
 def _on_post_delete(sender: type[models.Model], instance: models.Model, **kwargs: Any) -> None:
     record("delete", sender.__name__, str(instance.pk), str(instance), snapshot(instance), None)
 
 
-def _on_m2m(sender: Any, instance: models.Model, action: str, pk_set: set[int] | None,
-            **kwargs: Any) -> None:
+def _on_m2m(
+    sender: Any, instance: models.Model, action: str, pk_set: set[int] | None, **kwargs: Any
+) -> None:
     if action not in {"post_add", "post_remove", "post_clear"} or (
         action != "post_clear" and not pk_set
     ):
@@ -161,14 +186,19 @@ def _on_m2m(sender: Any, instance: models.Model, action: str, pk_set: set[int] |
     model = kwargs["model"]
     names = sorted(str(o) for o in model._default_manager.filter(pk__in=pk_set or []))
     verb = {"post_add": "add", "post_remove": "remove", "post_clear": "clear"}[action]
-    record("update", type(instance).__name__, str(instance.pk), str(instance),
-           None, {field: {verb: names}})
+    record(
+        "update",
+        type(instance).__name__,
+        str(instance.pk),
+        str(instance),
+        None,
+        {field: {verb: names}},
+    )
 
 
 for _model in AUDITED:
     pre_save.connect(_on_pre_save, sender=_model, dispatch_uid=f"audit-pre-{_model.__name__}")
     post_save.connect(_on_post_save, sender=_model, dispatch_uid=f"audit-post-{_model.__name__}")
-    post_delete.connect(_on_post_delete, sender=_model,
-                        dispatch_uid=f"audit-del-{_model.__name__}")
+    post_delete.connect(_on_post_delete, sender=_model, dispatch_uid=f"audit-del-{_model.__name__}")
 m2m_changed.connect(_on_m2m, sender=ResidencyRule.regions.through, dispatch_uid="audit-m2m-rr")
 m2m_changed.connect(_on_m2m, sender=AgentToken.endpoints.through, dispatch_uid="audit-m2m-at")

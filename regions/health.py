@@ -30,5 +30,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         except Exception as exc:  # any failure means not ready
             checks["redis"] = f"error: {type(exc).__name__}"
     ready = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ready" if ready else "not ready", "checks": checks},
-                        status=200 if ready else 503)
+    return JsonResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status=200 if ready else 503,
+    )

@@ -92,8 +92,9 @@ class Region(models.Model):
     addresses = models.JSONField(default=list, validators=[_validate_ip_list])
     priority = models.PositiveIntegerField(default=1)
     weight = models.FloatField(default=1.0)
-    admin_state = models.CharField(max_length=16, choices=AdminState.choices,
-                                   default=AdminState.ACTIVE)
+    admin_state = models.CharField(
+        max_length=16, choices=AdminState.choices, default=AdminState.ACTIVE
+    )
     failover_paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -128,8 +129,9 @@ class Endpoint(models.Model):
     gpus = models.PositiveIntegerField(default=1)
     model_names = models.JSONField(default=list, help_text="models served")
     weight = models.FloatField(default=1.0)
-    admin_state = models.CharField(max_length=16, choices=AdminState.choices,
-                                   default=AdminState.ACTIVE)
+    admin_state = models.CharField(
+        max_length=16, choices=AdminState.choices, default=AdminState.ACTIVE
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -149,8 +151,10 @@ class Endpoint(models.Model):
         if self.gpus is not None and self.gpus < 1:
             errors["gpus"] = "must be >= 1"
         served = self.model_names
-        if not isinstance(served, list) or not served or not all(
-            isinstance(m, str) and m for m in served
+        if (
+            not isinstance(served, list)
+            or not served
+            or not all(isinstance(m, str) and m for m in served)
         ):
             errors["model_names"] = "a non-empty list of model names"
         else:
@@ -177,8 +181,9 @@ class ResidencyRule(models.Model):
     countries = models.JSONField(default=list, blank=True)
     continents = models.JSONField(default=list, blank=True)
     regions = models.ManyToManyField(Region, related_name="residency_rules")
-    mode = models.CharField(max_length=16, choices=ResidencyMode.choices,
-                            default=ResidencyMode.STRICT)
+    mode = models.CharField(
+        max_length=16, choices=ResidencyMode.choices, default=ResidencyMode.STRICT
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -218,8 +223,9 @@ class AllDown(models.TextChoices):
 class FailoverPolicy(models.Model):
     """Health thresholds and failover behaviour; the fleet's policy is named ``default``."""
 
-    name = models.CharField(max_length=63, unique=True, default="default",
-                            validators=[validate_name])
+    name = models.CharField(
+        max_length=63, unique=True, default="default", validators=[validate_name]
+    )
     heartbeat_interval_s = models.FloatField(default=1.0)
     miss_threshold = models.PositiveIntegerField(default=3)
     up_threshold = models.PositiveIntegerField(default=2)
@@ -305,8 +311,9 @@ class ApiToken(TokenBase):
 class AgentToken(TokenBase):
     """May only post heartbeats, and only for its own endpoints."""
 
-    region = models.ForeignKey(Region, null=True, blank=True, on_delete=models.CASCADE,
-                               related_name="agent_tokens")
+    region = models.ForeignKey(
+        Region, null=True, blank=True, on_delete=models.CASCADE, related_name="agent_tokens"
+    )
     endpoints = models.ManyToManyField(Endpoint, blank=True, related_name="agent_tokens")
 
     def may_report(self, endpoint: Endpoint) -> bool:
@@ -408,8 +415,9 @@ class Drill(models.Model):
     target = models.CharField(max_length=63)
     duration_s = models.FloatField()
     params = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=16, choices=DrillStatus.choices,
-                              default=DrillStatus.PENDING)
+    status = models.CharField(
+        max_length=16, choices=DrillStatus.choices, default=DrillStatus.PENDING
+    )
     forced = models.BooleanField(default=False)
     reason = models.TextField(blank=True)
     created_by = models.CharField(max_length=150, blank=True)
