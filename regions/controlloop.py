@@ -54,6 +54,23 @@ def tick_seconds() -> float:
     return float(settings.TRAFFICMGR.get("TICK_SECONDS", 1.0))
 
 
+_drills_checked = False
+
+
+def _rollback_dangling_drills_once() -> None:
+    """On this process's first tick, restore faults of drills whose runner died."""
+    global _drills_checked
+    if _drills_checked:
+        return
+    _drills_checked = True
+    from regions.drills import rollback_dangling_drills
+
+    try:
+        rollback_dangling_drills()
+    except Exception:
+        log.exception("rolling back dangling drills failed")
+
+
 def run_tick(now: float | None = None, *, interval_s: float | None = None) -> TickResult:
     """Run one tick unless another one is running; ``now`` defaults to the clock."""
     interval = interval_s if interval_s is not None else tick_seconds()
@@ -63,6 +80,7 @@ def run_tick(now: float | None = None, *, interval_s: float | None = None) -> Ti
             metrics.count_tick_skipped()
             log.info("tick skipped: another tick is still running")
             return TickResult(ran=False)
+        _rollback_dangling_drills_once()
         started = time.perf_counter()
         at = time.time() if now is None else now
         result = tick(store, at)

@@ -70,3 +70,6 @@ def beat_schedule() -> dict[str, dict[str, Any]]:
 
 
 app.conf.beat_schedule = {**(app.conf.beat_schedule or {}), **beat_schedule()}
+
+# Drill tasks (run, reap dangling drills, scheduled practice runs) register with this app.
+from regions import drill_tasks  # noqa: E402, F401

@@ -1,5 +1,15 @@
+"""Routes of the drills API (``abort`` takes an optional trailing slash, like the actions)."""
+
 from __future__ import annotations
 
-from typing import Any
+from django.urls import path, re_path
 
-urlpatterns: list[Any] = []
+from regions.api import drill_views as v
+
+urlpatterns = [
+    path("drills/", v.DrillListView.as_view(), name="drill-list"),
+    path("drills/<int:pk>/", v.DrillDetailView.as_view(), name="drill-detail"),
+    re_path(
+        r"^drills/(?P<pk>[0-9]{1,18})/abort/?$", v.DrillAbortView.as_view(), name="drill-abort"
+    ),
+]

@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +29,7 @@ from trafficmgr.fleetfile import parse_address
 
 DEMO_USER = "operator"
 DEMO_TOKEN = "demo operator"
+DEFAULT_DRILL = "region_outage:eu-west:20"
 
 
 @dataclass(frozen=True)
@@ -126,12 +128,30 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-agents", action="store_true", help="do not start the simulated agents"
         )
+        parser.add_argument(
+            "--drill",
+            nargs="?",
+            const=DEFAULT_DRILL,
+            metavar="KIND:TARGET:SECONDS",
+            help=f"run one failover drill once the system is up and print its report "
+            f"(default when given alone: {DEFAULT_DRILL})",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.http = Listen.parse(options["http"], "--http")
         self.dns = Listen.parse(options["dns"], "--dns")
         self.agents = not options["no_agents"]
         self.fleet_file = options["fleet"]
+        self.drill = None
+        if options["drill"]:
+            from regions.drill_tasks import parse_drill_flag
+
+            try:
+                self.drill = parse_drill_flag(options["drill"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            if not self.agents:
+                raise CommandError("--drill needs the simulated agents: drop --no-agents")
         self.system: Any = None
         check_free(self.http)
         self.credentials = self.prepare()
@@ -141,6 +161,10 @@ class Command(BaseCommand):
         """Migrate, apply the fleet, and issue the operator login and token."""
         desired = read_fleet(self.fleet_file)
         call_command("migrate", interactive=False, verbosity=0)
+        from regions.drills import rollback_dangling_drills
+
+        for line in rollback_dangling_drills(pending_grace_s=0):
+            self.stdout.write(f"rolled back drill {line}, left running by a process now gone")
         with acting_as("demo", "cli", "cli"):
             # The demo runs the file it was given, however far the stored fleet has drifted.
             plan = apply_plan(plan_fleet(desired), force=True)
@@ -191,6 +215,25 @@ class Command(BaseCommand):
             agents=self.agents,
         )
         self.system.start()
+        from regions import drill_measure
+
+        host = "127.0.0.1" if self.dns.host in {"0.0.0.0", "::"} else self.dns.host
+        drill_measure.configure(dns=(host, self.dns.port), http=self.http.url())
+        if self.drill is not None:
+            from regions.drill_tasks import start_when_ready
+
+            kind, target, seconds = self.drill
+            start_when_ready(
+                kind,
+                target,
+                seconds,
+                say=self.say,
+                out_dir=Path(settings.VAR_DIR) / "drills",
+            )
+
+    def say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
 
     def ready(self) -> None:
         self.start_system()
