@@ -37,7 +37,7 @@ class EmbeddedSystem:
     dns_host: str
     dns_port: int
     agents: bool = True
-    agent_load: float = 0.4
+    agent_load: float = 0.25
     ticker: EmbeddedTicker | None = None
     dns_thread: Any = None
     dns_server: Any = None
