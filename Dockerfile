@@ -8,6 +8,9 @@ COPY dashboard dashboard
 COPY agents agents
 COPY manage.py ./
 COPY examples examples
-RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput || true
+RUN pip install --no-cache-dir . \
+    && useradd --uid 10001 --create-home trafficmgr \
+    && mkdir -p /app/var && chown trafficmgr /app/var
+USER 10001
 EXPOSE 8000 5353/udp 5353/tcp
 CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "trafficmgr.asgi:application"]
