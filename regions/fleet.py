@@ -21,7 +21,7 @@ from regions.audit import current_actor, record
 from regions.fleet_writer import write_changes
 from regions.models import Event, EventKind, FailoverPolicy, FleetSettings
 from regions.services import DEFAULT_POLICY, fleet_snapshot
-from trafficmgr.fleetfile import FleetError, FleetIssue
+from trafficmgr.fleetfile import FleetError, FleetIssue, failover_to_dict
 from trafficmgr.routing import types as t
 
 MAX_ENDPOINT_DELETE_FRACTION = 0.30
@@ -230,19 +230,7 @@ def fleet_state(fleet: t.Fleet) -> State:
             }
             for r in fleet.residency
         },
-        "failover_policy": {
-            DEFAULT_POLICY: {
-                "heartbeat_interval_s": f.heartbeat_interval_s,
-                "miss_threshold": f.miss_threshold,
-                "up_threshold": f.up_threshold,
-                "down_threshold": f.down_threshold,
-                "hold_down_s": f.hold_down_s,
-                "slow_start_s": f.slow_start_s,
-                "spillover_headroom": f.spillover_headroom,
-                "all_down": f.all_down.value,
-                "max_shift_per_tick": f.max_shift_per_tick,
-            }
-        },
+        "failover_policy": {DEFAULT_POLICY: failover_to_dict(f)},
     }
 
 

@@ -148,3 +148,32 @@ def anon_client() -> Iterator[Any]:
     from rest_framework.test import APIClient
 
     yield APIClient()
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis from REDIS_URL, or skip (a failure under TRAFFICMGR_REQUIRE_SERVICES=1)."""
+    url = os.environ.get("REDIS_URL", "")
+    if not url:
+        pytest.skip("REDIS_URL is not set")
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis at {url} does not answer: {exc}")
+    yield url
+
+
+@pytest.fixture
+def postgres_db(django_db_blocker: object) -> str:
+    """The test database's name when it is PostgreSQL, or skip.
+
+    Tests whose threads write concurrently (live server, ticker, drill runner) need it: the
+    in-memory SQLite test database cannot take concurrent writers.
+    """
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("DATABASE_URL does not point at PostgreSQL")
+    return str(connection.settings_dict["NAME"])

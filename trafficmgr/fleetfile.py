@@ -698,8 +698,15 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
         }
         for rule in fleet.residency
     ]
-    f = fleet.failover
-    doc["failover"] = {
+    doc["failover"] = failover_to_dict(fleet.failover)
+    if fleet.clients:
+        doc["clients"] = [{"country": c.country, "share": c.share} for c in fleet.clients]
+    return doc
+
+
+def failover_to_dict(f: FailoverPolicy) -> dict[str, Any]:
+    """The failover policy as the fleet file writes it."""
+    return {
         "heartbeat_interval_s": f.heartbeat_interval_s,
         "miss_threshold": f.miss_threshold,
         "up_threshold": f.up_threshold,
@@ -710,9 +717,6 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
         "all_down": f.all_down.value,
         "max_shift_per_tick": f.max_shift_per_tick,
     }
-    if fleet.clients:
-        doc["clients"] = [{"country": c.country, "share": c.share} for c in fleet.clients]
-    return doc
 
 
 def dump_fleet(fleet: Fleet) -> str:

@@ -9,7 +9,6 @@ region Indian clients may use (strict). Drills are not dispatched unless a test 
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -112,35 +111,6 @@ def healthy(agent_tokens: dict[str, Any]) -> Callable[..., float]:
 
 def api_drill(client: Any, **body: Any) -> Any:
     return client.post("/api/v1/drills/", data=json.dumps(body), content_type="application/json")
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    """A real Redis from REDIS_URL, or skip (copied from tests/integration/conftest.py)."""
-    url = os.environ.get("REDIS_URL", "")
-    if not url:
-        pytest.skip("REDIS_URL is not set")
-    import redis
-
-    try:
-        redis.Redis.from_url(url, socket_timeout=2).ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis at {url} does not answer: {exc}")
-    yield url
-
-
-@pytest.fixture
-def postgres_db(django_db_blocker: object) -> str:
-    """The test database's name when it is PostgreSQL, or skip (copied like ``redis_url``).
-
-    Threads of one test (live server, ticker, drill runner) write concurrently, which the
-    in-memory SQLite test database cannot take.
-    """
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("DATABASE_URL does not point at PostgreSQL")
-    return str(connection.settings_dict["NAME"])
 
 
 @pytest.fixture

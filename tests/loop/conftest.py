@@ -12,7 +12,6 @@ fixtures do not cross directories).
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -238,31 +237,6 @@ def set_all_down(loop_world: Any) -> Callable[[str], None]:
         snapshot.forget()
 
     return switch
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    """A real Redis from REDIS_URL, or skip (copied from tests/integration/conftest.py)."""
-    url = os.environ.get("REDIS_URL", "")
-    if not url:
-        pytest.skip("REDIS_URL is not set")
-    import redis
-
-    try:
-        redis.Redis.from_url(url, socket_timeout=2).ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis at {url} does not answer: {exc}")
-    yield url
-
-
-@pytest.fixture
-def postgres_db(django_db_blocker: object) -> str:
-    """The test database's name when it is PostgreSQL, or skip (copied like ``redis_url``)."""
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("DATABASE_URL does not point at PostgreSQL")
-    return str(connection.settings_dict["NAME"])
 
 
 @pytest.fixture
