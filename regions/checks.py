@@ -26,6 +26,14 @@ def trafficmgr_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
         )
     if conf.get("TICK_SECONDS", 1.0) <= 0:
         problems.append(Error("TRAFFICMGR_TICK_SECONDS must be > 0", id="trafficmgr.E002"))
+    schedule = os.environ.get("TRAFFICMGR_DRILL_SCHEDULE", "")
+    if schedule:
+        from regions.drill_tasks import parse_schedule
+
+        try:
+            parse_schedule(schedule)
+        except ValueError as exc:
+            problems.append(Error(f"TRAFFICMGR_DRILL_SCHEDULE: {exc}", id="trafficmgr.E003"))
     engine = settings.DATABASES["default"]["ENGINE"]
     if settings.REDIS_URL and engine.endswith("sqlite3"):
         problems.append(

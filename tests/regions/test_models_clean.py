@@ -176,3 +176,16 @@ def test_fleet_apply_runs_model_validation(world: Any) -> None:
     with pytest.raises(FleetError, match=f"region {bad.name}.lat"):
         apply_plan(plan_fleet(fleet))
     assert Region.objects.get(name=bad.name).lat == before
+
+
+def test_a_malformed_drill_schedule_is_a_system_check_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from regions.checks import trafficmgr_settings
+
+    monkeypatch.setenv("TRAFFICMGR_DRILL_SCHEDULE", "eu-west:meteor_strike:30:86400")
+    problems = trafficmgr_settings()
+    assert [p.id for p in problems] == ["trafficmgr.E003"]
+    assert "meteor_strike" in problems[0].msg
+    monkeypatch.setenv("TRAFFICMGR_DRILL_SCHEDULE", "eu-west:region_outage:30:86400")
+    assert trafficmgr_settings() == []
