@@ -1,25 +1,38 @@
-"""L7 decisions per second through the whole HTTP stack (``POST /api/v1/route`` under daphne).
+"""L7 decisions per second through the whole HTTP stack (``POST /api/v1/route``).
 
-The distributed mode: the bench process publishes a table (one tick) and keeps 2 heartbeats
-per second per endpoint flowing into Redis, as agents would; daphne answers decisions from
-the published table and live endpoint loads. Requests mix client addresses (GeoIP lookups)
-and client countries over the fleet's models, 100-8,000 prompt tokens.
+The distributed mode: the bench process publishes a table (one tick) and a child process
+keeps 2 heartbeats per second per endpoint flowing into Redis, as agents would; the server
+answers decisions from the published table and live endpoint loads. Requests mix client
+addresses (GeoIP lookups) and client countries over the fleet's models, 100-8,000 prompt
+tokens.
 
 Run: .venv/bin/python bench/decisions.py --redis-url redis://127.0.0.1:6379/13
      [--duration 10] [--concurrency 8] [--database-url postgres://...]
+     [--server daphne|uvicorn] [--workers N] [--no-front] [--rate R] [--in-process N]
 The Redis database given is the bench's own: its trafficmgr:* keys are deleted.
+``--in-process N`` starts no server: it times N decisions through the ASGI application in
+this process (no sockets): with the front, through Django, and Django called synchronously.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
-import threading
 import time
 from dataclasses import replace
 
-from http_load import arguments, free_port, load, prepare, serve, stop
+from http_load import (
+    arguments,
+    describe,
+    free_port,
+    load,
+    prepare,
+    report_in_process,
+    serve,
+    stop,
+)
 
 IPS = (
     "81.2.69.142",
@@ -49,7 +62,10 @@ def main() -> None:
 
     store = hotstate.get()
     fleet = snapshot.current().fleet
-    stopping = threading.Event()
+    # The agents run in a process of their own: in this one they would take the load
+    # generator's interpreter lock for ~70 ms per pass and show up as server latency.
+    forking = multiprocessing.get_context("fork")
+    stopping = forking.Event()
 
     def agents() -> None:
         seq = 1
@@ -60,40 +76,48 @@ def main() -> None:
             seq += 1
             stopping.wait(0.5)
 
-    feeder = threading.Thread(target=agents, daemon=True)
+    feeder = forking.Process(target=agents, daemon=True)
     feeder.start()
     time.sleep(1.0)
     controlloop.run_tick(time.time())
     _, secret = create_token("bench-gateway", "viewer")
     models = fleet.models()
     rng = random.Random(1)
+
+    def make(worker: int, i: int) -> tuple[str, bytes, dict[str, str]]:
+        body: dict[str, object] = {
+            "model": rng.choice(models),
+            "input_tokens": rng.randint(100, 8000),
+            "max_output_tokens": rng.randint(64, 1024),
+            "priority": "interactive" if i % 5 else "batch",
+        }
+        if i % 2:
+            body["client_ip"] = rng.choice(IPS)
+        else:
+            body["client_country"] = rng.choice(COUNTRIES)
+        headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+        return "/api/v1/route", json.dumps(body).encode(), headers
+
+    if args.in_process:
+        try:
+            report_in_process("decisions", make, args.in_process)
+        finally:
+            stopping.set()
+            feeder.join(5)
+            store.reset()
+        return
     port = free_port()
-    server = serve(env, port)
+    server = serve(env, port, args)
     try:
-
-        def make(worker: int, i: int) -> tuple[str, bytes, dict[str, str]]:
-            body: dict[str, object] = {
-                "model": rng.choice(models),
-                "input_tokens": rng.randint(100, 8000),
-                "max_output_tokens": rng.randint(64, 1024),
-                "priority": "interactive" if i % 5 else "batch",
-            }
-            if i % 2:
-                body["client_ip"] = rng.choice(IPS)
-            else:
-                body["client_country"] = rng.choice(COUNTRIES)
-            headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
-            return "/api/v1/route", json.dumps(body).encode(), headers
-
-        results = load(port, make, args.concurrency, args.duration)
+        results = load(port, make, args.concurrency, args.duration, server, args.rate)
     finally:
         stop(server)
         stopping.set()
         feeder.join(5)
         store.reset()
     print(
-        f"decisions (redis hot state, {env['DATABASE_URL'].split(':')[0]}, one daphne "
-        f"process, {args.concurrency} connections, {len(fleet.regions)} regions, "
+        f"decisions (redis hot state, {env['DATABASE_URL'].split(':')[0]}, {describe(args)}, "
+        f"{len(fleet.regions)} regions, "
         f"{len(fleet.endpoints())} endpoints; 503 = no allowed capacity)"
     )
     results.report("decisions")

@@ -1,11 +1,13 @@
-"""Shared parts of the HTTP benchmarks: a throwaway control plane under daphne, a load generator.
+"""Shared parts of the HTTP benchmarks: a throwaway control plane, a load generator.
 
-The control plane gets its own temporary SQLite database (or ``--database-url``) and, when
-``--redis-url`` is given, the distributed mode on that Redis (its ``trafficmgr:*`` keys are
-deleted before and after: give it a database index nobody else uses). The load generator is
-a fixed number of threads, each with one keep-alive HTTP/1.1 connection sending requests
-back to back for a fixed time: closed-loop, so it measures capacity, with latency under
-that load.
+The control plane runs under daphne (the default) or ``--server uvicorn --workers N``, with
+its own temporary SQLite database (or ``--database-url``) and, when ``--redis-url`` is given,
+the distributed mode on that Redis (its ``trafficmgr:*`` keys are deleted before and after:
+give it a database index nobody else uses). The load generator is a fixed number of threads
+in this process, each with one keep-alive HTTP/1.1 connection sending requests back to back
+for a fixed time: closed-loop, so it measures capacity, with latency under that load. It
+runs on the same machine and shares its cores with the server; the report says how much CPU
+each side used (core-seconds per second), and ``cpu/req`` is the server's CPU per request.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+WARM_UP = 20  # requests per connection before the clock starts
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -37,10 +40,27 @@ def arguments(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of load")
     parser.add_argument("--concurrency", type=int, default=8, help="client connections")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="requests/s to offer (default: as fast as served)"
+    )
     parser.add_argument("--regions", type=int, default=10)
     parser.add_argument("--endpoints", type=int, default=400)
     parser.add_argument("--redis-url", default=None)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--in-process",
+        type=int,
+        default=0,
+        metavar="N",
+        help="no server: time N requests through the ASGI app in this process, front and Django",
+    )
+    parser.add_argument(
+        "--no-front",
+        action="store_true",
+        help="turn the ASGI front of the hot paths off (TRAFFICMGR_LOOP_FRONT=0): all Django",
+    )
     return parser.parse_args()
 
 
@@ -91,11 +111,25 @@ def prepare(args: argparse.Namespace) -> dict[str, str]:
     return {**os.environ, **env}
 
 
-def serve(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    """Start daphne on 127.0.0.1:port and wait until /healthz answers."""
-    daphne = str(Path(sys.executable).with_name("daphne"))
+def serve(
+    env: dict[str, str], port: int, args: argparse.Namespace | None = None
+) -> subprocess.Popen[bytes]:
+    """Start the server on 127.0.0.1:port and wait until /healthz answers."""
+    server = args.server if args else "daphne"
+    workers = args.workers if args else 1
+    if args is not None and args.no_front:
+        env = {**env, "TRAFFICMGR_LOOP_FRONT": "0"}
+    if server == "daphne":
+        if workers != 1:
+            raise SystemExit("daphne runs one process here: use --server uvicorn --workers N")
+        command = ["daphne", "-b", "127.0.0.1", "-p", str(port)]
+    else:
+        command = ["uvicorn", "--host", "127.0.0.1", "--port", str(port)]
+        command += ["--workers", str(workers), "--lifespan", "off", "--no-access-log"]
+        command += ["--log-level", "warning"]
+    command[0] = str(Path(sys.executable).with_name(command[0]))
     process = subprocess.Popen(
-        [daphne, "-b", "127.0.0.1", "-p", str(port), "trafficmgr.asgi:application"],
+        [*command, "trafficmgr.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -112,7 +146,34 @@ def serve(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
         except OSError:
             time.sleep(0.3)
     stop(process)
-    raise RuntimeError("daphne did not start")
+    raise RuntimeError(f"{server} did not start")
+
+
+def describe(args: argparse.Namespace) -> str:
+    """The server set-up and the load in words, for the report."""
+    front = "" if not args.no_front else ", ASGI front off"
+    if args.server == "daphne":
+        server = f"one daphne process{front}"
+    else:
+        server = f"uvicorn, {args.workers} worker process{'es' if args.workers > 1 else ''}{front}"
+    offered = f"{args.rate:,.0f}/s offered" if args.rate else "closed loop"
+    return f"{server}, {args.concurrency} connections, {offered}"
+
+
+def session_cpu(session: int) -> float:
+    """CPU seconds used so far by every process of a session (the server and its workers)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session:  # field 6 of stat: the session id
+            total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -129,6 +190,8 @@ class Results:
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
     elapsed: float = 0.0
+    client_cpu: float = 0.0  # CPU seconds of this process (the load generator) during the run
+    server_cpu: float = 0.0  # CPU seconds of the server's processes during the run
 
     def report(self, what: str) -> None:
         lat = sorted(self.latencies)
@@ -140,6 +203,12 @@ class Results:
             f"mean {statistics.fmean(lat) * 1000 if n else 0:.1f} ms; "
             f"statuses {dict(self.statuses)}"
         )
+        if n:
+            print(
+                f"cpu: server {self.server_cpu / self.elapsed:.2f} cores, load generator "
+                f"{self.client_cpu / self.elapsed:.2f} cores (of {os.cpu_count()}); "
+                f"server cpu/req {self.server_cpu / n * 1e6:,.0f} us"
+            )
 
 
 def load(
@@ -147,22 +216,45 @@ def load(
     make: Callable[[int, int], tuple[str, bytes, dict[str, str]]],
     concurrency: int,
     duration: float,
+    server: subprocess.Popen[bytes] | None = None,
+    rate: float = 0.0,
 ) -> Results:
-    """Send ``make(worker, i)`` = (path, body, headers) POSTs from ``concurrency`` threads."""
+    """Send ``make(worker, i)`` = (path, body, headers) POSTs from ``concurrency`` threads.
+
+    Each connection first sends ``WARM_UP`` requests (``i`` negative) that are not counted.
+
+    Back to back by default (closed loop: capacity). With ``rate``, requests/s in all, each
+    thread keeps a schedule instead and a request's latency counts from when it was due, so
+    a server falling behind shows as queueing, not as fewer samples. With ``server``, the CPU
+    its processes used during the run is recorded too.
+    """
     results = Results()
     lock = threading.Lock()
     start = threading.Barrier(concurrency + 1)
+    gap = concurrency / rate if rate else 0.0
+    warm = threading.Barrier(concurrency)
 
     def worker(w: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         mine: list[float] = []
         statuses: Counter[int] = Counter()
+        for i in range(WARM_UP):  # first requests fill each worker's caches: not measured
+            path, body, headers = make(w, -1 - i)
+            conn.request("POST", path, body, headers)
+            conn.getresponse().read()
+        warm.wait()
         start.wait()
+        began = time.perf_counter() + gap * w / concurrency
         deadline = time.monotonic() + duration
         i = 0
         while time.monotonic() < deadline:
             path, body, headers = make(w, i)
             t = time.perf_counter()
+            if gap:
+                due = began + i * gap
+                if due > t:
+                    time.sleep(due - t)
+                t = due
             conn.request("POST", path, body, headers)
             response = conn.getresponse()
             response.read()
@@ -179,15 +271,137 @@ def load(
         t.start()
     start.wait()
     began = time.monotonic()
+    cpu = time.process_time()
+    served = session_cpu(server.pid) if server else 0.0
     for t in threads:
         t.join()
     results.elapsed = time.monotonic() - began
+    results.client_cpu = time.process_time() - cpu
+    results.server_cpu = session_cpu(server.pid) - served if server else 0.0
     return results
 
 
-def heartbeat_body(endpoint: str, seq: int, gpus: int = 8) -> bytes:
+def in_process(
+    make: Callable[[int, int], tuple[str, bytes, dict[str, str]]], requests: int, front: bool
+) -> tuple[float, Counter[int]]:
+    """Mean seconds per request through the ASGI application in this process, and statuses.
+
+    No sockets, no server: one request after another on an event loop, through the ASGI
+    front (``front``) or straight into Django's handler with the front off.
+    """
+    import asyncio
+
+    from regions.api.loop_front import LoopFront
+    from trafficmgr import asgi
+
+    app = LoopFront(asgi.django_asgi_app, enabled=front)
+    statuses: Counter[int] = Counter()
+
+    async def one(i: int) -> None:
+        path, body, headers = make(0, i)
+        given = {"host": "127.0.0.1", "content-length": str(len(body)), **headers}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in given.items()],
+            "client": ("127.0.0.1", 40000),
+            "server": ("127.0.0.1", 8000),
+        }
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            if pending:
+                return pending.pop(0)
+            await asyncio.sleep(3600)
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                statuses[message["status"]] += 1
+
+        await app(scope, receive, send)
+
+    async def run() -> float:
+        for i in range(min(200, requests)):  # warm up: caches, connections, the fleet view
+            await one(i)
+        statuses.clear()
+        began = time.perf_counter()
+        for i in range(requests):
+            await one(i)
+        return (time.perf_counter() - began) / requests
+
+    try:
+        import uvloop
+
+        per_request = uvloop.run(run())
+    except ImportError:
+        per_request = asyncio.run(run())
+    app.close()
+    return per_request, statuses
+
+
+def report_in_process(
+    what: str, make: Callable[[int, int], tuple[str, bytes, dict[str, str]]], requests: int
+) -> None:
+    """Print the in-process cost per request: the ASGI front, Django through ASGI, Django
+    called synchronously (its test client: no thread per request, which ASGI adds)."""
+    runs = [
+        ("ASGI front", lambda: in_process(make, requests, True)),
+        ("Django + DRF under ASGI (front off)", lambda: in_process(make, requests, False)),
+        ("Django + DRF called synchronously", lambda: in_test_client(make, requests)),
+    ]
+    for how, run in runs:
+        seconds, statuses = run()
+        print(
+            f"{what} in process, {how}: {seconds * 1e6:,.0f} us/request "
+            f"({1 / seconds:,.0f}/s on one core); statuses {dict(statuses)}"
+        )
+
+
+def in_test_client(
+    make: Callable[[int, int], tuple[str, bytes, dict[str, str]]], requests: int
+) -> tuple[float, Counter[int]]:
+    """Mean seconds per request through Django's test client (the whole middleware stack)."""
+    from django.test import Client
+
+    client = Client(SERVER_NAME="127.0.0.1")
+    statuses: Counter[int] = Counter()
+
+    def one(i: int) -> int:
+        path, body, headers = make(0, i)
+        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+        extra.pop("HTTP_CONTENT_TYPE", None)
+        return client.generic("POST", path, body, "application/json", **extra).status_code
+
+    for i in range(min(200, requests)):
+        one(i)
+    began = time.perf_counter()
+    for i in range(requests):
+        statuses[one(i)] += 1
+    return (time.perf_counter() - began) / requests, statuses
+
+
+def heartbeat_template(endpoint: str, gpus: int = 8) -> Callable[[int], bytes]:
+    """``body(seq)``: the heartbeat of ``heartbeat_body``, filled in cheaply (a %-format)."""
+    text = heartbeat_body(endpoint, -7, gpus, sent_at=-7.5)
+    template = text.replace(b'"seq": -7,', b'"seq": %d,').replace(
+        b'"sent_at": -7.5,', b'"sent_at": %.6f,'
+    )
+    if template.count(b"%") != 2:
+        raise ValueError("heartbeat_body changed: update heartbeat_template")
+    return lambda seq: template % (seq, time.time())
+
+
+def heartbeat_body(endpoint: str, seq: int, gpus: int = 8, sent_at: float | None = None) -> bytes:
     """An agent-like heartbeat (8 GPUs: ~3 KB)."""
-    now = time.time()
+    now = time.time() if sent_at is None else sent_at
     doc: dict[str, Any] = {
         "endpoint": endpoint,
         "seq": seq,

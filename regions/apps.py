@@ -8,4 +8,5 @@ class RegionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from regions import audit, checks  # noqa: F401  (signal handlers and system checks)
+        # Signal handlers (audit trail, token cache) and system checks.
+        from regions import audit, auth, checks  # noqa: F401

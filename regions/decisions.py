@@ -188,11 +188,17 @@ def retry_after_s() -> int:
     return max(1, math.ceil(float(settings.TRAFFICMGR.get("TICK_SECONDS", 1.0))))
 
 
-def decide(body: bytes, now: float | None = None) -> Decision:
-    """Route one request; raise DomainError (400) or NoCapacity (503)."""
+def decide(
+    body: bytes, now: float | None = None, view: snapshot.FleetView | None = None
+) -> Decision:
+    """Route one request; raise DomainError (400) or NoCapacity (503).
+
+    ``view`` is the fleet to route over (default: ``snapshot.current()``, which may read the
+    database; the ASGI front passes a view it keeps fresh itself).
+    """
     request, key = parse_request(body)
     at = time.time() if now is None else now
-    view = snapshot.current()
+    view = snapshot.current() if view is None else view
     fleet = view.fleet
     if request.model not in view.models:
         raise DomainError(

@@ -13,7 +13,8 @@ the DNS server reads):
   script compares and sets all three, so concurrent web processes agree on the latest;
 - ``machines``, ``evaluation`` JSON carried from tick to tick; ``drill:<endpoint>`` pending
   drill instructions; ``lock:tick`` the tick lock (SET NX PX, released by compare-and-delete);
-- ``config-version`` bumped on every configuration write; ``counters`` and ``tick`` hashes
+- ``config-version`` bumped on every configuration write, ``token-version`` on every token
+  write (cached principals are dropped, see ``regions.auth``); ``counters`` and ``tick`` hashes
   behind /metrics, so any process serves the fleet-wide figures.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -48,6 +49,9 @@ class PutResult:
     new_bucket: bool  # first accepted heartbeat of this history bucket: store a sample
     drill: dict[str, Any] | None = None  # a pending drill instruction, taken with the beat
 
+
+# One heartbeat to compare and set: the beat, its history bucket, the agent's running counts.
+HeartbeatPut = tuple[Heartbeat, int, Mapping[str, list[int]] | None]
 
 RESTART_GAP_S = 2.0
 
@@ -166,6 +170,7 @@ class HotState(Protocol):
     def put_heartbeat(
         self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
     ) -> PutResult: ...
+    def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]: ...
     def error_totals(self, endpoint: str) -> dict[str, list[int]]: ...
     def heartbeats(self, names: Iterable[str] | None = None) -> dict[str, Heartbeat]: ...
     def machines(self) -> dict[str, RegionMachine]: ...
@@ -180,6 +185,8 @@ class HotState(Protocol):
     def tick_lock(self, ttl_s: float) -> Any: ...
     def config_version(self) -> int: ...
     def bump_config_version(self) -> None: ...
+    def token_version(self) -> int: ...
+    def bump_token_version(self) -> None: ...
     def incr(self, items: Iterable[tuple[str, float]]) -> None: ...
     def counters(self) -> dict[str, float]: ...
     def set_tick_info(self, info: Mapping[str, float]) -> None: ...
@@ -205,6 +212,7 @@ class MemoryHotState:
             self._table: RoutingTable | None = None
             self._drills: dict[str, tuple[float, dict[str, Any]]] = {}
             self._config_version = 0
+            self._token_version = 0
             self._counters: dict[str, float] = {}
             self._tick: dict[str, float] = {}
             self.listeners: list[Any] = []
@@ -221,6 +229,9 @@ class MemoryHotState:
             self._totals[hb.endpoint] = dict(totals or {})
             fresh = old is None or old[2] != bucket
         return PutResult(True, fresh, self.pop_drill(hb.endpoint))
+
+    def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
+        return [self.put_heartbeat(*item) for item in items]
 
     def error_totals(self, endpoint: str) -> dict[str, list[int]]:
         with self._lock:
@@ -286,6 +297,13 @@ class MemoryHotState:
     def bump_config_version(self) -> None:
         with self._lock:
             self._config_version += 1
+
+    def token_version(self) -> int:
+        return self._token_version
+
+    def bump_token_version(self) -> None:
+        with self._lock:
+            self._token_version += 1
 
     def incr(self, items: Iterable[tuple[str, float]]) -> None:
         with self._lock:

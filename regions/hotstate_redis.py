@@ -8,14 +8,17 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from redis.exceptions import NoScriptError
 
 from regions.hotstate import (
     PREFIX,
     RESTART_GAP_S,
     TABLE_CHANNEL_SUFFIX,
+    HeartbeatPut,
     PutResult,
     heartbeat_from_doc,
     heartbeat_to_doc,
@@ -58,6 +61,12 @@ return 0
 """
 
 
+def _put_result(raw: list[Any]) -> PutResult:
+    ok, fresh, *drill = raw
+    pending = json.loads(drill[0]) if drill and drill[0] else None
+    return PutResult(bool(ok), bool(fresh), pending)
+
+
 class RedisHotState:
     """The shared store of the distributed mode."""
 
@@ -71,6 +80,7 @@ class RedisHotState:
         self._cached_table: RoutingTable | None = None
         self._table_checked = 0.0
         self._config: tuple[float, int] | None = None  # (checked at, version)
+        self._tokens: tuple[float, int] | None = None
         self._pending: dict[str, float] = {}
         self._pending_lock = threading.Lock()
         self._flushed = time.monotonic()
@@ -86,32 +96,59 @@ class RedisHotState:
             self.redis.delete(*keys)
         self._cached_table = None
         self._config = None
+        self._tokens = None
         with self._pending_lock:
             self._pending.clear()
 
     def put_heartbeat(
         self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
     ) -> PutResult:
-        doc = json.dumps(heartbeat_to_doc(hb), separators=(",", ":"))
-        ok, fresh, *drill = self._put(
-            keys=[
-                self.key("heartbeats:meta"),
-                self.key("heartbeats"),
-                self.key("heartbeats:totals"),
-                self.key(f"drill:{hb.endpoint}"),
-            ],
-            args=[
-                hb.endpoint,
-                hb.seq,
-                repr(hb.sent_at),
-                bucket,
-                doc,
-                RESTART_GAP_S,
-                json.dumps(totals or {}, separators=(",", ":")),
-            ],
-        )
-        pending = json.loads(drill[0]) if drill and drill[0] else None
-        return PutResult(bool(ok), bool(fresh), pending)
+        keys, args = self._put_arguments(hb, bucket, totals)
+        return _put_result(self._put(keys=keys, args=args))
+
+    def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
+        """Compare and set many heartbeats in one round trip (a pipeline), in order."""
+        if len(items) == 1:
+            return [self.put_heartbeat(*items[0])]
+        calls = [self._put_arguments(*item) for item in items]
+        raw: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for _ in range(2):  # a second pass after Redis lost its scripts (restart, flush)
+            pipe = self.redis.pipeline(transaction=False)
+            for i in todo:
+                keys, args = calls[i]
+                pipe.evalsha(self._put.sha, len(keys), *keys, *args)
+            answers = pipe.execute(raise_on_error=False)
+            for i, answer in zip(todo, answers, strict=True):
+                raw[i] = answer
+            todo = [i for i in todo if isinstance(raw[i], NoScriptError)]
+            if not todo:
+                break
+            self.redis.script_load(_PUT_HEARTBEAT_LUA)
+        for answer in raw:
+            if isinstance(answer, Exception):
+                raise answer
+        return [_put_result(answer) for answer in raw]
+
+    def _put_arguments(
+        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+    ) -> tuple[list[str], list[Any]]:
+        keys = [
+            self.key("heartbeats:meta"),
+            self.key("heartbeats"),
+            self.key("heartbeats:totals"),
+            self.key(f"drill:{hb.endpoint}"),
+        ]
+        args = [
+            hb.endpoint,
+            hb.seq,
+            repr(hb.sent_at),
+            bucket,
+            json.dumps(heartbeat_to_doc(hb), separators=(",", ":")),
+            RESTART_GAP_S,
+            json.dumps(totals or {}, separators=(",", ":")),
+        ]
+        return keys, args
 
     def error_totals(self, endpoint: str) -> dict[str, list[int]]:
         raw = self.redis.hget(self.key("heartbeats:totals"), endpoint)
@@ -204,6 +241,17 @@ class RedisHotState:
 
     def bump_config_version(self) -> None:
         self._config = (time.monotonic(), int(self.redis.incr(self.key("config-version"))))
+
+    def token_version(self) -> int:
+        now = time.monotonic()
+        if self._tokens is not None and now - self._tokens[0] < VERSION_CHECK_S:
+            return self._tokens[1]
+        version = int(self.redis.get(self.key("token-version")) or 0)
+        self._tokens = (now, version)
+        return version
+
+    def bump_token_version(self) -> None:
+        self._tokens = (time.monotonic(), int(self.redis.incr(self.key("token-version"))))
 
     def incr(self, items: Iterable[tuple[str, float]]) -> None:
         """Add to counters: summed here, written by ``flush`` at most every ``FLUSH_S``."""

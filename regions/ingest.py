@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, close_old_connections, connections, transaction
 
 from regions import hotstate, metrics, snapshot
 from regions.api.errors import DomainError
@@ -127,6 +129,7 @@ HEARTBEAT = obj(
 class IngestResult:
     accepted: bool
     body: dict[str, Any]
+    sample: HeartbeatSample | None = None  # the bucket's history row, when this beat opens it
 
 
 def rejected(
@@ -261,60 +264,119 @@ def _time(value: Any, path: str) -> float:
     return seconds
 
 
-def bound_endpoint(token: AgentToken, name: str) -> snapshot.EndpointRef:
-    """Return the endpoint an agent token reports for; refuse unknown or foreign ones."""
-    view = snapshot.current()
+def endpoint_ref(view: snapshot.FleetView, name: str) -> snapshot.EndpointRef:
+    """Return the endpoint a heartbeat names; refuse an unknown one (400)."""
     ref = view.endpoints.get(name)
     if ref is None:
         raise rejected("unknown_endpoint", 400, f"unknown endpoint {name!r}", "endpoint")
-    key = (token.pk, ref.pk)
-    allowed = view.bindings.get(key)
+    return ref
+
+
+def known_binding(
+    view: snapshot.FleetView, token: AgentToken, ref: snapshot.EndpointRef
+) -> bool | None:
+    """Whether the token may report for the endpoint, if known without the database."""
+    allowed = view.bindings.get((token.pk, ref.pk))
+    if allowed is None and token.region_id is not None and token.region_id == ref.region_pk:
+        return True
+    return allowed
+
+
+def authorise(view: snapshot.FleetView, token: AgentToken, ref: snapshot.EndpointRef) -> None:
+    """Refuse (403) an endpoint the token is not bound to; may ask the database once per view."""
+    allowed = known_binding(view, token, ref)
     if allowed is None:
         allowed = token.may_report(EndpointRow(pk=ref.pk, region_id=ref.region_pk))
-        view.bindings[key] = allowed
+        view.bindings[(token.pk, ref.pk)] = allowed
     if not allowed:
         raise rejected(
             "foreign_endpoint",
             403,
-            f"this agent token may not report for endpoint {name!r}",
+            f"this agent token may not report for endpoint {ref.endpoint.name!r}",
             "endpoint",
             code="permission_denied",
         )
+
+
+def bound_endpoint(token: AgentToken, name: str) -> snapshot.EndpointRef:
+    """Return the endpoint an agent token reports for; refuse unknown or foreign ones."""
+    view = snapshot.current()
+    ref = endpoint_ref(view, name)
+    authorise(view, token, ref)
     return ref
 
 
+def needs_totals(gpus: list[dict[str, Any]]) -> bool:
+    """Tell whether the error deltas depend on the previous running counts.
+
+    All-zero counts give zero deltas and zero running counts whatever came before, so the
+    common healthy heartbeat skips reading them (one Redis round trip fewer).
+    """
+    return any(g["xid_errors"] or g["ecc_errors"] is None or g["ecc_errors"] for g in gpus)
+
+
 def ingest(token: AgentToken, body: bytes, now: float) -> IngestResult:
-    """Validate, authorise and store one heartbeat; return the reply to the agent."""
+    """Validate, authorise and store one heartbeat and its history row; return the reply."""
     doc = parse_heartbeat(body)
-    ref = bound_endpoint(token, doc["endpoint"])
+    view = snapshot.current()
+    authorise(view, token, ref := endpoint_ref(view, doc["endpoint"]))
+    result = accept(view, ref, doc, now)
+    if result.sample is not None:
+        store_samples([result.sample])
+    return result
+
+
+def accept(
+    view: snapshot.FleetView, ref: snapshot.EndpointRef, doc: dict[str, Any], now: float
+) -> IngestResult:
+    """Store a validated, authorised heartbeat in the hot state (no database access).
+
+    The history row, when this is the first heartbeat of its bucket, is returned for the
+    caller to store (``store_samples``), in the request or in the background.
+    """
+    put = prepare(ref, doc, now)
+    return conclude(view, ref, put, hotstate.get().put_heartbeat(*put))
+
+
+def prepare(ref: snapshot.EndpointRef, doc: dict[str, Any], now: float) -> hotstate.HeartbeatPut:
+    """Check what the schema cannot; return the heartbeat, its bucket and the running counts."""
     store = hotstate.get()
+    before = store.error_totals(ref.endpoint.name) if needs_totals(doc["gpus"]) else {}
     try:
-        hb, totals = to_heartbeat(doc, now, store.error_totals(ref.endpoint.name))
+        hb, totals = to_heartbeat(doc, now, before)
     except Invalid as exc:
         raise _invalid(exc) from None
-    bucket = int(now // SAMPLE_EVERY_S) * SAMPLE_EVERY_S
-    result = store.put_heartbeat(hb, bucket, totals)
+    return hb, int(now // SAMPLE_EVERY_S) * SAMPLE_EVERY_S, totals
+
+
+def conclude(
+    view: snapshot.FleetView,
+    ref: snapshot.EndpointRef,
+    put: hotstate.HeartbeatPut,
+    result: hotstate.PutResult,
+) -> IngestResult:
+    """Count the outcome of a compare-and-set and build the reply (and the history row)."""
     if not result.accepted:
         metrics.count_ingest(False, "stale_seq")
         return IngestResult(False, {"accepted": False, "reason": "stale seq"})
-    if result.new_bucket:
-        store_sample(ref.pk, bucket, hb)
     metrics.count_ingest(True, "ok")
     reply: dict[str, Any] = {
         "accepted": True,
-        "interval_s": snapshot.current().fleet.failover.heartbeat_interval_s,
+        "interval_s": view.fleet.failover.heartbeat_interval_s,
     }
     if result.drill is not None:
         reply["drill"] = result.drill
-    return IngestResult(True, reply)
+    hb, bucket, _ = put
+    sample = history_row(ref.pk, bucket, hb) if result.new_bucket else None
+    return IngestResult(True, reply, sample)
 
 
-def store_sample(endpoint_pk: int, bucket: int, hb: Heartbeat) -> None:
-    """Keep one summary row per endpoint and bucket (a second writer loses quietly)."""
+def history_row(endpoint_pk: int, bucket: int, hb: Heartbeat) -> HeartbeatSample:
+    """Summarise a heartbeat as its bucket's history row."""
     gpus = hb.gpus
     n = len(gpus)
     s, p = hb.server, hb.probe
-    row = HeartbeatSample(
+    return HeartbeatSample(
         endpoint_id=endpoint_pk,
         bucket=bucket,
         received_at=dt.datetime.fromtimestamp(hb.received_at, dt.UTC),
@@ -336,11 +398,90 @@ def store_sample(endpoint_pk: int, bucket: int, hb: Heartbeat) -> None:
         probe_ok=p.ok if p else None,
         probe_latency_ms=p.latency_ms if p else None,
     )
+
+
+def store_sample(endpoint_pk: int, bucket: int, hb: Heartbeat) -> None:
+    """Keep one summary row per endpoint and bucket (a second writer loses quietly)."""
+    store_samples([history_row(endpoint_pk, bucket, hb)])
+
+
+def store_samples(rows: list[HeartbeatSample]) -> None:
+    """Insert history rows in one statement; rows of endpoints deleted meanwhile are dropped."""
     try:
         with transaction.atomic():
-            HeartbeatSample.objects.bulk_create([row], ignore_conflicts=True)
-    except IntegrityError:  # the endpoint was deleted meanwhile
-        log.info("heartbeat sample of deleted endpoint %s dropped", hb.endpoint)
+            HeartbeatSample.objects.bulk_create(rows, ignore_conflicts=True)
+        return
+    except IntegrityError:
+        if len(rows) == 1:
+            log.info("heartbeat sample of deleted endpoint %s dropped", rows[0].endpoint_id)
+            return
+    for row in rows:  # one bad row spoilt the batch: the others go one by one
+        store_samples([row])
+
+
+class HistoryWriter:
+    """Store history rows from a background thread, batched: no database on the hot path.
+
+    A row waits at most ``flush_s``. History is a downsampled record (routing reads the hot
+    state), so rows still pending when the process dies are lost, and beyond ``max_pending``
+    new rows are dropped and logged rather than let memory grow while the database is away.
+    """
+
+    def __init__(self, flush_s: float = 1.0, max_pending: int = 50_000) -> None:
+        self.flush_s = flush_s
+        self.max_pending = max_pending
+        self._rows: list[HeartbeatSample] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pid = 0
+        self.dropped = 0
+
+    def submit(self, row: HeartbeatSample) -> None:
+        with self._lock:
+            if len(self._rows) >= self.max_pending:
+                self.dropped += 1
+                if self.dropped % 1000 == 1:
+                    log.warning("heartbeat history backlog full: %d rows dropped", self.dropped)
+                return
+            self._rows.append(row)
+        if self._pid != os.getpid():
+            self._start()
+
+    def flush(self) -> int:
+        """Store what is pending now; return how many rows were written."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+        if rows:
+            store_samples(rows)
+        return len(rows)
+
+    def stop(self) -> None:
+        """End the thread and store what is pending (at exit)."""
+        self._wake.set()
+        self._pid = 0
+        self._flush_quietly()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+            wake = self._wake = threading.Event()
+        threading.Thread(
+            target=self._run, args=(wake,), name="trafficmgr-history", daemon=True
+        ).start()
+
+    def _run(self, wake: threading.Event) -> None:
+        while not wake.wait(self.flush_s):
+            close_old_connections()  # CONN_MAX_AGE and health checks, as a request would
+            self._flush_quietly()
+        connections.close_all()
+
+    def _flush_quietly(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # the database is away: those rows are lost, ingest goes on
+            log.exception("heartbeat history rows lost")
 
 
 def purge_history(now: float, retention_days: float) -> int:

@@ -5,6 +5,9 @@ heartbeat has up to 64 GPUs of 11 fields each. This checker takes JSON types at 
 refuses unknown keys, NaN/Infinity (also spelled ``1e999``), duplicate keys and over-long
 strings or lists, and reports the first problem as ``Invalid(path, message)`` with paths
 like ``gpus[3].util_pct``.
+
+A schema (``Kind``) is interpreted by ``_check``; ``compiled`` turns it once into closures
+that take good input on a fast path and hand anything doubtful to ``_check``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 Kind = tuple[Any, ...]
@@ -80,11 +84,13 @@ BOOL: Kind = ("bool",)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
     return out
 
 
@@ -122,9 +128,126 @@ def validate(kind: Kind, value: Any, path: str = "", times: TimeReader | None = 
     ``path`` names ``value`` in errors (empty: the body itself).
     """
     try:
-        return _check(kind, value, times)
+        return compiled(kind)(value, times)
     except Invalid as exc:
         raise (exc.within(path) if path else exc) from None
+
+
+Checker = Callable[[Any, TimeReader | None], Any]
+_compiled: dict[int, tuple[Kind, Checker]] = {}  # by id(kind); the kind is kept, so is its id
+
+
+def compiled(kind: Kind) -> Checker:
+    """Return ``kind``'s checker: ``_check`` specialised once, with fast paths for good input.
+
+    A fast path only accepts what ``_check`` accepts and returns what it returns; anything
+    else goes to ``_check``, so errors (messages, paths, which one first) are its own.
+    """
+    found = _compiled.get(id(kind))
+    if found is None:
+        found = _compiled[id(kind)] = (kind, _specialise(kind))
+    return found[1]
+
+
+def _specialise(kind: Kind) -> Checker:
+    maker = _MAKERS.get(kind[0])
+    fast = maker(kind) if maker is not None else None
+    return fast if fast is not None else partial(_slow, kind)
+
+
+def _slow(kind: Kind, value: Any, times: TimeReader | None) -> Any:
+    return _check(kind, value, times)
+
+
+def _object_checker(kind: Kind) -> Checker:
+    names = kind[1]
+    fields = [(n, compiled(f.kind), f.required, f.default) for n, f in names.items()]
+
+    def check(value: Any, times: TimeReader | None) -> Any:
+        if type(value) is not dict or not value.keys() <= names.keys():
+            return _check(kind, value, times)
+        out: dict[str, Any] = {}
+        for name, checker, required, default in fields:
+            if name in value:
+                try:
+                    out[name] = checker(value[name], times)
+                except Invalid as exc:
+                    raise exc.within(name) from None
+            elif required:
+                raise Invalid(name, "this field is required")
+            else:
+                out[name] = list(default) if isinstance(default, list) else default
+        return out
+
+    return check
+
+
+def _list_checker(kind: Kind) -> Checker:
+    item, most = compiled(kind[1]), kind[2]
+
+    def check(value: Any, times: TimeReader | None) -> Any:
+        if type(value) is not list or len(value) > most:
+            return _check(kind, value, times)
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(item(v, times))
+            except Invalid as exc:
+                raise exc.within(f"[{i}]") from None
+        return out
+
+    return check
+
+
+def _nullable_checker(kind: Kind) -> Checker:
+    inner = compiled(kind[1])
+    return lambda v, times: None if v is None else inner(v, times)
+
+
+def _number_checker(kind: Kind) -> Checker | None:
+    lo, hi = kind[1], kind[2]
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None  # in range would not imply finite
+
+    def check(value: Any, times: TimeReader | None) -> Any:
+        if type(value) is float and lo <= value <= hi:
+            return value
+        if type(value) is int and lo <= value <= hi:
+            return float(value)
+        return _check(kind, value, times)
+
+    return check
+
+
+def _integer_checker(kind: Kind) -> Checker:
+    lo, hi = kind[1], kind[2]
+    return lambda v, t: v if type(v) is int and lo <= v <= hi else _check(kind, v, t)
+
+
+def _string_checker(kind: Kind) -> Checker:
+    most, least = kind[1], kind[2]
+    return lambda v, t: v if type(v) is str and least <= len(v) <= most else _check(kind, v, t)
+
+
+def _bool_checker(kind: Kind) -> Checker:
+    return lambda v, t: v if v is True or v is False else _check(kind, v, t)
+
+
+def _choice_checker(kind: Kind) -> Checker:
+    choices = kind[1]
+    return lambda v, t: v if type(v) is str and v in choices else _check(kind, v, t)
+
+
+_MAKERS: dict[str, Callable[[Kind], Checker | None]] = {
+    "obj": _object_checker,
+    "list": _list_checker,
+    "nullable": _nullable_checker,
+    "num": _number_checker,
+    "int": _integer_checker,
+    "str": _string_checker,
+    "bool": _bool_checker,
+    "choice": _choice_checker,
+}
 
 
 def _check(kind: Kind, value: Any, times: TimeReader | None) -> Any:
@@ -145,7 +268,10 @@ def _check(kind: Kind, value: Any, times: TimeReader | None) -> Any:
             raise Invalid("", f"expected a finite number, got {value.text}")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise Invalid("", f"expected a number, got {json_type(value)}")
-        number_ = float(value)
+        try:
+            number_ = float(value)
+        except OverflowError:  # an integer literal of hundreds of digits
+            raise Invalid("", f"outside {kind[1]:g}..{kind[2]:g}") from None
         if not math.isfinite(number_):
             raise Invalid("", "expected a finite number")
         return _ranged(number_, kind[1], kind[2])

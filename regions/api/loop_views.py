@@ -1,6 +1,8 @@
 """Control-loop API: heartbeats, the routing table and its history, the L7 decision, actions.
 
-Thin views: each parses what is HTTP-specific (query flags) and calls a service.
+Thin views: each parses what is HTTP-specific (query flags) and calls a service. Under ASGI
+most heartbeats and decisions are answered by ``loop_front`` before they reach Django; these
+views describe both routes in the OpenAPI schema and answer whatever the front passes on.
 """
 
 from __future__ import annotations
@@ -49,21 +51,40 @@ class LoopRateThrottle(BaseThrottle):
     _lock = threading.Lock()
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get("loop") or self.default_rate
-        count, period = parse_rate(rate)
-        token = getattr(request, "auth", None)
-        ident = f"{type(token).__name__}:{getattr(token, 'pk', None)}"
-        now = time.monotonic()
-        with self._lock:
-            start, used = self._windows.get(ident, (now, 0))
-            if now - start >= period:
-                start, used = now, 0
-            self._windows[ident] = (start, used + 1)
-        self._wait = max(0.0, period - (now - start))
-        return used < count
+        allowed, self._wait = self.take(ident(getattr(request, "auth", None)))
+        return allowed
 
     def wait(self) -> float | None:
         return self._wait
+
+    @classmethod
+    def take(cls, key: str) -> tuple[bool, float]:
+        """Count one request of ``key``; return whether it is within the rate, and the wait."""
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get("loop") or cls.default_rate
+        count, period = parse_rate(rate)
+        now = time.monotonic()
+        with cls._lock:
+            start, used = cls._windows.get(key, (now, 0))
+            if now - start >= period:
+                start, used = now, 0
+            cls._windows[key] = (start, used + 1)
+        return used < count, max(0.0, period - (now - start))
+
+
+def ident(token: Any) -> str:
+    """The rate-limit key of a token (the same for the DRF views and the ASGI front)."""
+    return f"{type(token).__name__}:{getattr(token, 'pk', None)}"
+
+
+def route_reply(
+    body: bytes, view: snapshot.FleetView | None = None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Decide one request: (status, body, headers); 503 with Retry-After for no capacity."""
+    try:
+        decision = decisions.decide(body, view=view)
+    except decisions.NoCapacity as exc:
+        return 503, error_body(exc.code, exc.detail), {"Retry-After": str(exc.retry_after)}
+    return 200, decision.as_json(), {}
 
 
 def flag(request: Request, name: str) -> bool:
@@ -137,15 +158,8 @@ class RouteView(APIView):
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request) -> Response:
-        try:
-            decision = decisions.decide(request.body)
-        except decisions.NoCapacity as exc:
-            return Response(
-                error_body(exc.code, exc.detail),
-                status=503,
-                headers={"Retry-After": str(exc.retry_after)},
-            )
-        return Response(decision.as_json())
+        status, body, headers = route_reply(request.body)
+        return Response(body, status=status, headers=headers)
 
 
 class ActionView(APIView):

@@ -1,0 +1,389 @@
+"""The hot paths' ASGI front: heartbeats and decisions answered without the Django stack.
+
+``POST /api/v1/heartbeats/`` and ``POST /api/v1/route`` are nearly all of the traffic. Through
+Django each pays a thread of its own for the sync middleware (asgiref gives every request a
+fresh thread, hence a fresh database connection), DRF's request wrapping and negotiation, and
+a token query. This front answers them on the event loop with the same services (``ingest``,
+``decisions``), the same checks and the same replies, and hands everything else to Django:
+
+- it takes only ``POST`` to exactly those paths with ``Authorization: Bearer <secret>``, no
+  query string, no ``Accept`` or a JSON one, an allowed ``Host``, a declared body size within
+  ``DATA_UPLOAD_MAX_MEMORY_SIZE`` and, under ``SECURE_SSL_REDIRECT``, HTTPS. Anything else
+  (sessions, browsers, ``?format=``, redirects, oversized bodies) goes to Django as it came,
+  the body read so far replayed;
+- the principal comes from the token cache (``regions.auth``), a miss resolved in the
+  database thread. A secret that resolves to nobody, or a token of the wrong kind (an API
+  token posting heartbeats, an agent asking for a route), goes to Django, whose 401/403 and
+  counters are the ones of record;
+- the database is used only in one worker thread per process (token misses, fleet view
+  reloads, agent bindings the token's region does not settle) and by the history writer
+  (``ingest.HistoryWriter``), never on the event loop; heartbeats that reach the hot state
+  in the same turn of the loop share one Redis round trip (``PutBatch``);
+- the per-process rate limit is ``LoopRateThrottle``'s, errors are rendered by the API's
+  exception handler, and replies carry DRF's and the security middleware's headers (``Vary``,
+  ``Allow``, ``X-Frame-Options``, ``nosniff``, ``Referrer-Policy``, COOP, HSTS over HTTPS).
+  An unexpected error is logged to ``django.request`` and answered 500 in the error format.
+
+The DRF views (``loop_views``) keep the OpenAPI description. ``TRAFFICMGR_LOOP_FRONT=0`` in
+the environment turns the front off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.db import close_old_connections, connections
+from django.dispatch import receiver
+from django.http.request import split_domain_port, validate_host
+from django.urls import reverse
+from rest_framework import exceptions
+from rest_framework.renderers import JSONRenderer
+
+from regions import auth, hotstate, ingest, snapshot
+from regions.api import loop_views
+from regions.api.errors import DomainError, error_body, exception_handler
+from trafficmgr.env import env_bool
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+T = TypeVar("T")
+
+log = logging.getLogger("django.request")
+JSON_ACCEPTS = {b"", b"*/*", b"application/json"}
+# Reload the fleet view in the background this long before it would go stale.
+REFRESH_AHEAD_S = 2.0
+WANTED = {b"authorization", b"host", b"content-length", b"accept"}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+class LoopFront:
+    """ASGI middleware answering heartbeats and decisions itself (see the module docstring)."""
+
+    def __init__(self, app: App, enabled: bool | None = None) -> None:
+        self.app = app
+        self.enabled = env_bool("TRAFFICMGR_LOOP_FRONT", True) if enabled is None else enabled
+        self.history = ingest.HistoryWriter()
+        self.puts = PutBatch()
+        self._paths: dict[str, bool] | None = None  # path → agent route
+        self._db: ThreadPoolExecutor | None = None
+        self._view: snapshot.FleetView | None = None
+        self._refresh: Future[snapshot.FleetView] | None = None
+        self._renderer = JSONRenderer()
+        atexit.register(self.history.stop)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        agent = self._route_of(scope)
+        admitted = None if agent is None else self._admissible(scope)
+        if admitted is None:
+            return await self.app(scope, receive, send)
+        secret, secure = admitted
+        messages, body = await _read_body(receive)
+        if body is None:  # too large, or the client left: Django answers (or notices)
+            return await self.app(scope, _replay(messages, receive), send)
+        user = auth.cached_token(secret) or await self._in_db(auth.resolve_token, secret)
+        if user is None or user.is_agent != agent:
+            return await self.app(scope, _replay(messages, receive), send)
+        auth.act_as(user, str((scope.get("client") or ("",))[0])[:100])
+        try:
+            reply = await self._answer(user, agent, body)
+        except (DomainError, exceptions.APIException) as exc:
+            response = exception_handler(exc, {})
+            assert response is not None
+            headers = {k: v for k, v in response.items() if k == "Retry-After"}
+            reply = Reply(response.status_code, response.data, headers)
+        except Exception:
+            log.exception("Internal Server Error: %s", scope["path"])
+            reply = Reply(500, error_body("server_error", "internal error, see the log"), {})
+        await self._send(send, reply, secure)
+
+    def close(self) -> None:
+        """Store pending history, close the database thread's connections and end it."""
+        self.history.stop()
+        if self._db is not None:
+            self._db.submit(connections.close_all).result()
+            self._db.shutdown()
+            self._db = None
+
+    async def _answer(self, user: auth.TokenUser, agent: bool, body: bytes) -> Reply:
+        allowed, wait = loop_views.LoopRateThrottle.take(loop_views.ident(user.token))
+        if not allowed:
+            raise exceptions.Throttled(wait)
+        view = await self._fleet()
+        if not agent:
+            return Reply(*loop_views.route_reply(body, view))
+        token = user.token
+        doc = ingest.parse_heartbeat(body)
+        ref = ingest.endpoint_ref(view, doc["endpoint"])
+        if ingest.known_binding(view, token, ref) is None:
+            await self._in_db(ingest.authorise, view, token, ref)
+        else:
+            ingest.authorise(view, token, ref)
+        put = ingest.prepare(ref, doc, time.time())
+        result = ingest.conclude(view, ref, put, await self.puts.put(put))
+        if result.sample is not None:
+            self.history.submit(result.sample)
+        return Reply(200, result.body, {})
+
+    # --- what this front takes --------------------------------------------------------------
+
+    def _route_of(self, scope: Scope) -> bool | None:
+        """True for heartbeats, False for decisions, None for anything to pass on."""
+        if (
+            not self.enabled
+            or scope["type"] != "http"
+            or scope["method"] != "POST"
+            or scope.get("query_string")
+            or scope.get("root_path")
+        ):
+            return None
+        if self._paths is None:
+            self._paths = {reverse("heartbeats"): True, reverse("route"): False}
+        return self._paths.get(scope["path"])
+
+    def _admissible(self, scope: Scope) -> tuple[str, bool] | None:
+        """The bearer secret of a request this front may answer and whether it is secure."""
+        http = http_settings()
+        proxy = http.proxy_header
+        found: dict[bytes, bytes] = {}
+        for name, value in scope["headers"]:
+            if name in WANTED or name == proxy:
+                if name in found:
+                    return None  # Django joins repeated headers; let it judge them
+                found[name] = value
+        declared = found.get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > http.max_body:
+            return None
+        if found.get(b"accept", b"").strip() not in JSON_ACCEPTS:
+            return None
+        if not http.host_allowed(found.get(b"host")):
+            return None
+        secure = http.secure(scope, found.get(proxy) if proxy else None)
+        if http.ssl_redirect and not secure:
+            return None
+        parts = found.get(b"authorization", b"").split()
+        if len(parts) != 2 or parts[0].lower() != b"bearer" or not parts[1].isascii():
+            return None
+        return parts[1].decode("ascii"), secure
+
+    # --- the database, off the event loop -----------------------------------------------------
+
+    async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` in this process's database thread."""
+        if self._db is None:
+            self._db = ThreadPoolExecutor(1, thread_name_prefix="trafficmgr-db")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db, partial(_with_connection, fn, *args))
+
+    async def _fleet(self) -> snapshot.FleetView:
+        """The fleet view, fresh by ``snapshot.current``'s rules, read off the event loop."""
+        view = self._view
+        if view is not None and view.config_version == hotstate.get().config_version():
+            age = time.monotonic() - view.loaded_at
+            if age < snapshot.MAX_AGE_S - REFRESH_AHEAD_S:
+                return view
+            if age < snapshot.MAX_AGE_S:
+                self._refresh_ahead()
+                return view
+        view = self._view = await self._in_db(snapshot.current)
+        return view
+
+    def _refresh_ahead(self) -> None:
+        if self._refresh is not None and not self._refresh.done():
+            return
+        if self._db is None:
+            self._db = ThreadPoolExecutor(1, thread_name_prefix="trafficmgr-db")
+        max_age = snapshot.MAX_AGE_S - REFRESH_AHEAD_S
+        self._refresh = self._db.submit(_with_connection, snapshot.current, max_age)
+        self._refresh.add_done_callback(self._refreshed)
+
+    def _refreshed(self, done: Future[snapshot.FleetView]) -> None:
+        if done.exception() is None:
+            self._view = done.result()
+
+    # --- replies ------------------------------------------------------------------------------
+
+    async def _send(self, send: Send, reply: Reply, secure: bool) -> None:
+        body = self._renderer.render(reply.body)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"vary", b"Accept, Cookie"),
+            (b"allow", b"POST, OPTIONS"),
+            *((k.lower().encode(), v.encode()) for k, v in reply.headers.items()),
+            (b"content-length", str(len(body)).encode()),
+            *http_settings().security[secure],
+        ]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+class PutBatch:
+    """Heartbeats that reach the hot state in the same turn of the event loop share one
+    Redis round trip (a pipeline of compare-and-sets, in arrival order).
+
+    Nothing waits to fill a batch: the first heartbeat of a turn schedules the write for the
+    end of the turn, and whatever other requests got that far meanwhile go with it.
+    """
+
+    def __init__(self) -> None:
+        self._items: list[tuple[hotstate.HeartbeatPut, asyncio.Future[hotstate.PutResult]]] = []
+
+    def put(self, put: hotstate.HeartbeatPut) -> asyncio.Future[hotstate.PutResult]:
+        loop = asyncio.get_running_loop()
+        if self._items and self._items[0][1].get_loop() is not loop:
+            self._items = []  # left by a loop that was closed mid-turn (tests)
+        if not self._items:
+            loop.call_soon(self._flush)
+        future: asyncio.Future[hotstate.PutResult] = loop.create_future()
+        self._items.append((put, future))
+        return future
+
+    def _flush(self) -> None:
+        items, self._items = self._items, []
+        try:
+            results = hotstate.get().put_heartbeats([put for put, _ in items])
+        except Exception as exc:
+            for _, future in items:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), result in zip(items, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+
+def _with_connection(fn: Callable[..., T], *args: Any) -> T:
+    close_old_connections()  # CONN_MAX_AGE and health checks, as Django does per request
+    return fn(*args)
+
+
+@dataclass
+class HttpSettings:
+    """The settings the front reads per request, read once (again after a settings change)."""
+
+    max_body: int
+    ssl_redirect: bool
+    proxy_header: bytes | None  # SECURE_PROXY_SSL_HEADER's name as an ASGI header name
+    proxy_secure: bytes
+    allowed_hosts: list[str] | None  # None: USE_X_FORWARDED_HOST, so leave hosts to Django
+    security: dict[bool, list[tuple[bytes, bytes]]]  # by secure: the middleware's headers
+    hosts: dict[bytes, bool] = field(default_factory=dict)
+
+    def host_allowed(self, host: bytes | None) -> bool:
+        """``request.get_host()`` would not raise ``DisallowedHost``."""
+        if host is None or self.allowed_hosts is None:
+            return False
+        allowed = self.hosts.get(host)
+        if allowed is None:
+            domain, _ = split_domain_port(host.decode("latin-1"))
+            allowed = bool(domain) and validate_host(domain, self.allowed_hosts)
+            if len(self.hosts) < 256:
+                self.hosts[host] = allowed
+        return allowed
+
+    def secure(self, scope: Scope, proxied: bytes | None) -> bool:
+        """``request.is_secure()``."""
+        if proxied is not None:
+            return proxied.split(b",", 1)[0].strip() == self.proxy_secure
+        return bool(scope.get("scheme") == "https")
+
+
+_http: HttpSettings | None = None
+
+
+def http_settings() -> HttpSettings:
+    global _http
+    if _http is None:
+        proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None) or ("", "")
+        hosts = list(settings.ALLOWED_HOSTS)
+        if settings.DEBUG and not hosts:
+            hosts = [".localhost", "127.0.0.1", "[::1]"]
+        _http = HttpSettings(
+            max_body=int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 1_048_576),
+            ssl_redirect=bool(settings.SECURE_SSL_REDIRECT),
+            proxy_header=proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode() or None,
+            proxy_secure=proxy[1].encode(),
+            allowed_hosts=None if settings.USE_X_FORWARDED_HOST else hosts,
+            security={True: _security_headers(True), False: _security_headers(False)},
+        )
+    return _http
+
+
+@receiver(setting_changed)
+def _settings_changed(**kwargs: Any) -> None:
+    global _http
+    _http = None
+
+
+def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
+    """What SecurityMiddleware and XFrameOptionsMiddleware add to a JSON reply."""
+    out = []
+    if settings.X_FRAME_OPTIONS:
+        out.append((b"x-frame-options", settings.X_FRAME_OPTIONS.upper().encode()))
+    if secure and settings.SECURE_HSTS_SECONDS:
+        hsts = f"max-age={settings.SECURE_HSTS_SECONDS}"
+        if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+            hsts += "; includeSubDomains"
+        if settings.SECURE_HSTS_PRELOAD:
+            hsts += "; preload"
+        out.append((b"strict-transport-security", hsts.encode()))
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        out.append((b"x-content-type-options", b"nosniff"))
+    policy = settings.SECURE_REFERRER_POLICY
+    if policy:
+        if not isinstance(policy, str):
+            policy = ",".join(policy)
+        out.append((b"referrer-policy", policy.encode()))
+    coop = settings.SECURE_CROSS_ORIGIN_OPENER_POLICY
+    if coop:
+        out.append((b"cross-origin-opener-policy", coop.encode()))
+    return out
+
+
+async def _read_body(receive: Receive) -> tuple[list[Message], bytes | None]:
+    """Read the body; None when it outgrows the limit or the client disconnects."""
+    messages: list[Message] = []
+    chunks: list[bytes] = []
+    size, limit = 0, http_settings().max_body
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages, None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return messages, None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return messages, b"".join(chunks)
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that gives what was read already, then reads on."""
+    pending = list(messages)
+
+    async def again() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return again
