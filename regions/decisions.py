@@ -6,7 +6,9 @@ applied; fail_closed gives none). One is drawn by weight: deterministically from
 ``client_ip`` and the model when the client address is known, so one client keeps landing in
 the same region while the weights hold; at random for ``client_country`` requests, since a
 country is not a client. If no endpoint of the drawn region can take the request, the other
-regions of the list are tried by weight. Nothing else is tried: no list, no answer (503).
+regions of the list are tried by weight, then regions residency allows that the list leaves
+out (``reserve_regions``: the one-tick gap before the table catches up with a failure). No
+list, no answer (503).
 A region the list names while it is down (all allowed regions down, fail_open) is served
 like one without evidence: its active endpoints by configuration and load.
 
@@ -36,7 +38,7 @@ from regions import hotstate, metrics, snapshot
 from regions.api.errors import DomainError
 from regions.validation import Field, Invalid, integer, obj, parse_json, string, validate
 from trafficmgr.routing.countries import continent_of
-from trafficmgr.routing.geo import Locator, country_location
+from trafficmgr.routing.geo import Locator, country_location, rtt_ms
 from trafficmgr.routing.health import endpoint_health
 from trafficmgr.routing.picker import EndpointLoad, Picker, make_picker
 from trafficmgr.routing.residency import base_decision
@@ -216,7 +218,9 @@ def decide(
         note = _note(table, request)
         raise NoCapacity(f"no allowed region for {request.model}: {note}", retry_after_s())
     tried: list[str] = []
-    for rank, entry in enumerate(ordered(allowed, key, request.model)):
+    candidates = ordered(allowed, key, request.model)
+    candidates += reserve_regions(fleet, table, request, strict, {w.region for w in entries})
+    for rank, entry in enumerate(candidates):
         region = fleet.region(entry.region)
         loads = region_loads(view, table, region, at)
         with loads.lock:
@@ -242,6 +246,46 @@ def decide(
         )
     metrics.count_decision("", "", "no_capacity")
     raise NoCapacity(f"no endpoint can take the request: {'; '.join(tried)}", retry_after_s())
+
+
+SERVING_STATES = {"healthy", "degraded", "recovering", "unknown"}
+
+
+def reserve_regions(
+    fleet: Fleet,
+    table: RoutingTable,
+    request: Request,
+    strict: tuple[str, ...] | None,
+    listed: set[str],
+) -> list[WeightedRegion]:
+    """Regions residency allows that the zone's list leaves out, nearest first.
+
+    Tried only when no listed region can take the request: between an endpoint's failure and
+    the next table, the list may still name only the failing region (a one-tick gap).
+    """
+    reserve: list[tuple[float, int, str]] = []
+    for region in fleet.regions:
+        status = table.regions.get(region.name)
+        if (
+            region.name in listed
+            or (strict is not None and region.name not in strict)
+            or status is None
+            or status.state.value not in SERVING_STATES
+            or not any(request.model in e.models for e in region.endpoints)
+        ):
+            continue
+        point = request.client.point
+        distance = rtt_ms(point, region.location) if point is not None else 0.0
+        reserve.append((distance, region.priority, region.name))
+    return [
+        WeightedRegion(name, 0.0, f"{RESERVE_REASON}, rtt ~{rtt:.0f} ms")
+        for rtt, _, name in sorted(reserve, key=lambda r: (r[1], r[0], r[2]))
+    ]
+
+
+RESERVE_REASON = (
+    "not in this zone's list yet; allowed and serving, tried while the table catches up"
+)
 
 
 def _note(table: RoutingTable, request: Request) -> str:

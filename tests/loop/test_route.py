@@ -133,6 +133,22 @@ def test_eu_endpoints_failing_between_ticks_give_503_never_a_us_endpoint(
     assert "probe" in response.json()["detail"] or "healthy" in response.json()["detail"]
 
 
+def test_a_listed_region_failing_between_ticks_falls_back_to_an_allowed_one(
+    viewer_client: Any, live: float, feed: Any
+) -> None:
+    """No 503 in the one-tick gap when residency allows a region the list leaves out."""
+    us_east = tuple(e for e in ENDPOINTS if REGION_OF[e] == "us-east")
+    feed(time.time() + 0.5, us_east, probe_ok=False)  # the table still says healthy
+    from regions import decisions
+
+    decisions.forget()
+    response = route(viewer_client, client_ip=US_IP)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["region"] != "us-east"
+    assert "catches up" in body["reason"]
+
+
 def test_before_the_first_tick_routes_by_configuration(viewer_client: Any, loop_world: Any) -> None:
     response = route(viewer_client, client_ip=GB_IP)
     assert response.status_code == 200, response.content
