@@ -1,4 +1,4 @@
-"""Read and write the declarative fleet file (ARCHITECTURE §5) without Django.
+"""Read and validate the declarative fleet file (ARCHITECTURE §5) without Django.
 
 Errors name the path inside the file (``regions[2].endpoints[0].gpu``) and, where
 YAML can tell it, the line. Aliases are refused, which also defuses YAML bombs.
@@ -10,11 +10,17 @@ import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from trafficmgr.fleetdump import dump_fleet, failover_to_dict, fleet_to_dict
+from trafficmgr.fleetyaml import (
+    MAX_BYTES,
+    MAX_ITEMS,
+    FleetError,
+    FleetIssue,
+    join_path,
+    parse_yaml,
+)
 from trafficmgr.routing.countries import CONTINENTS, continent_of
 from trafficmgr.routing.types import (
     AdminState,
@@ -30,81 +36,20 @@ from trafficmgr.routing.types import (
     ResidencyRule,
 )
 
-MAX_BYTES = 1_000_000
-MAX_ITEMS = 5_000
-
-
-@dataclass(frozen=True)
-class FleetIssue:
-    path: str
-    message: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f" (line {self.line})" if self.line else ""
-        return f"{self.path}: {self.message}{where}"
-
-
-class FleetError(ValueError):
-    """The fleet file is invalid; ``issues`` names every problem found."""
-
-    def __init__(self, issues: list[FleetIssue]) -> None:
-        self.issues = issues
-        super().__init__("; ".join(str(i) for i in issues))
-
-    def as_fields(self) -> dict[str, list[str]]:
-        fields: dict[str, list[str]] = {}
-        for issue in self.issues:
-            fields.setdefault(issue.path or "fleet", []).append(str(issue).split(": ", 1)[-1])
-        return fields
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors and aliases."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
-        mark: Any = getattr(event, "start_mark", None)
-        if isinstance(event, yaml.AliasEvent):
-            raise yaml.MarkedYAMLError("aliases are not allowed in a fleet file", None, None, mark)
-        if getattr(event, "anchor", None):
-            raise yaml.MarkedYAMLError("anchors are not allowed in a fleet file", None, None, mark)
-        return super().compose_node(parent, index)
-
-
-def _node_to_python(node: yaml.Node, path: str, lines: dict[str, int], loader: Any) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if not isinstance(key, str):
-                raise FleetError(
-                    [
-                        FleetIssue(
-                            path or "fleet",
-                            f"key {key!r} is not a string",
-                            key_node.start_mark.line + 1,
-                        )
-                    ]
-                )
-            if key in out:
-                raise FleetError(
-                    [FleetIssue(_join(path, key), "duplicate key", key_node.start_mark.line + 1)]
-                )
-            out[key] = _node_to_python(value_node, _join(path, key), lines, loader)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        if len(node.value) > MAX_ITEMS:
-            raise FleetError(
-                [FleetIssue(path, f"more than {MAX_ITEMS} items", node.start_mark.line + 1)]
-            )
-        return [_node_to_python(v, f"{path}[{i}]", lines, loader) for i, v in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+__all__ = [
+    "MAX_BYTES",
+    "MAX_ITEMS",
+    "FleetError",
+    "FleetIssue",
+    "dump_fleet",
+    "failover_to_dict",
+    "fleet_from_dict",
+    "fleet_to_dict",
+    "load_fleet_file",
+    "load_fleet_text",
+    "parse_address",
+    "parse_yaml",
+]
 
 
 def load_fleet_text(data: str | bytes) -> Fleet:
@@ -117,35 +62,6 @@ def load_fleet_file(path: str) -> Fleet:
     with open(path, "rb") as fh:
         data = fh.read(MAX_BYTES + 1)
     return load_fleet_text(data)
-
-
-def parse_yaml(data: str | bytes) -> tuple[Any, dict[str, int]]:
-    """Parse YAML into Python values plus a path → line map."""
-    if isinstance(data, bytes):
-        if len(data) > MAX_BYTES:
-            raise FleetError([FleetIssue("fleet", f"file is larger than {MAX_BYTES} bytes")])
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FleetError([FleetIssue("fleet", f"not UTF-8 text (byte {exc.start})")]) from exc
-    if len(data) > MAX_BYTES:
-        raise FleetError([FleetIssue("fleet", f"file is larger than {MAX_BYTES} bytes")])
-    loader = _NoAliasLoader(data)
-    lines: dict[str, int] = {}
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise FleetError([FleetIssue("fleet", "the file is empty")])
-        return _node_to_python(node, "", lines, loader), lines
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        msg = exc.problem or exc.context or "invalid YAML"
-        raise FleetError([FleetIssue("fleet", f"YAML syntax error: {msg}", line)]) from exc
-    except yaml.YAMLError as exc:
-        raise FleetError([FleetIssue("fleet", f"YAML syntax error: {exc}")]) from exc
-    finally:
-        loader.dispose()
 
 
 class _Reader:
@@ -177,9 +93,10 @@ class _Reader:
             return {}
         for key in value:
             if key not in allowed:
-                self.error(_join(path, key), f"unknown key (allowed: {', '.join(sorted(allowed))})")
+                known = ", ".join(sorted(allowed))
+                self.error(join_path(path, key), f"unknown key (allowed: {known})")
         for key in sorted(required - set(value)):
-            self.error(_join(path, key), "required key is missing")
+            self.error(join_path(path, key), "required key is missing")
         return value
 
     def seq(self, value: Any, path: str) -> list[Any]:
@@ -638,86 +555,3 @@ def _clients(r: _Reader, value: Any) -> tuple[ClientShare, ...]:
     if out and abs(total - 1.0) > 0.01:
         r.error("clients", f"shares sum to {total:.3f}, expected 1")
     return tuple(out)
-
-
-def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
-    """The fleet as a fleet-file document; ``fleet_from_dict`` of it gives the same Fleet."""
-    doc: dict[str, Any] = {
-        "zone": fleet.zone,
-        "ttl": fleet.ttl,
-        "gpu_profiles": {
-            p.name: {
-                "prefill_tokens_per_s": p.prefill_tokens_per_s,
-                "decode_tokens_per_s": p.decode_tokens_per_s,
-                "max_concurrency": p.max_concurrency,
-            }
-            for p in sorted(fleet.gpu_profiles.values(), key=lambda p: p.name)
-        },
-    }
-    doc["regions"] = []
-    for reg in fleet.regions:
-        rd: dict[str, Any] = {
-            "name": reg.name,
-            "country": reg.country,
-            "location": {"lat": reg.location.lat, "lon": reg.location.lon},
-            "addresses": list(reg.addresses),
-            "priority": reg.priority,
-        }
-        if reg.weight != 1.0:
-            rd["weight"] = reg.weight
-        if reg.admin_state is not AdminState.ACTIVE:
-            rd["state"] = reg.admin_state.value
-        rd["endpoints"] = []
-        for e in reg.endpoints:
-            ed: dict[str, Any] = {
-                "name": e.name,
-                "address": e.address,
-                "gpu": e.gpu,
-                "gpus": e.gpus,
-                "models": list(e.models),
-            }
-            if e.weight != 1.0:
-                ed["weight"] = e.weight
-            if e.admin_state is not AdminState.ACTIVE:
-                ed["state"] = e.admin_state.value
-            rd["endpoints"].append(ed)
-        doc["regions"].append(rd)
-    doc["residency"] = [
-        {
-            "name": rule.name,
-            "clients": {
-                k: v
-                for k, v in (
-                    ("countries", sorted(rule.countries)),
-                    ("continents", sorted(rule.continents)),
-                )
-                if v
-            },
-            "regions": list(rule.regions),
-            "mode": rule.mode.value,
-        }
-        for rule in fleet.residency
-    ]
-    doc["failover"] = failover_to_dict(fleet.failover)
-    if fleet.clients:
-        doc["clients"] = [{"country": c.country, "share": c.share} for c in fleet.clients]
-    return doc
-
-
-def failover_to_dict(f: FailoverPolicy) -> dict[str, Any]:
-    """The failover policy as the fleet file writes it."""
-    return {
-        "heartbeat_interval_s": f.heartbeat_interval_s,
-        "miss_threshold": f.miss_threshold,
-        "up_threshold": f.up_threshold,
-        "down_threshold": f.down_threshold,
-        "hold_down_s": f.hold_down_s,
-        "slow_start_s": f.slow_start_s,
-        "spillover_headroom": f.spillover_headroom,
-        "all_down": f.all_down.value,
-        "max_shift_per_tick": f.max_shift_per_tick,
-    }
-
-
-def dump_fleet(fleet: Fleet) -> str:
-    return yaml.safe_dump(fleet_to_dict(fleet), sort_keys=False, default_flow_style=None, width=100)
