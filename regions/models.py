@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from trafficmgr.fleetfile import parse_address
+from trafficmgr.fleetfile import FAILOVER_RANGES, parse_address
 from trafficmgr.routing.countries import CONTINENTS, continent_of
 
 NAME_VALIDATOR_MSG = "may only hold letters, digits, '-', '_' and '.'"
@@ -246,20 +246,10 @@ class FailoverPolicy(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.heartbeat_interval_s is not None and not 0.05 <= self.heartbeat_interval_s <= 3600:
-            errors["heartbeat_interval_s"] = "must be between 0.05 and 3600 seconds"
-        for field in ("miss_threshold", "up_threshold", "down_threshold"):
+        for field, bound in FAILOVER_RANGES.items():
             value = getattr(self, field)
-            if value is not None and not 1 <= value <= 100:
-                errors[field] = "must be between 1 and 100"
-        for field in ("hold_down_s", "slow_start_s"):
-            value = getattr(self, field)
-            if value is not None and not 0 <= value <= 86400:
-                errors[field] = "must be between 0 and 86400 seconds"
-        if self.spillover_headroom is not None and not 0 <= self.spillover_headroom <= 0.9:
-            errors["spillover_headroom"] = "must be between 0 and 0.9"
-        if self.max_shift_per_tick is not None and not 0 < self.max_shift_per_tick <= 1:
-            errors["max_shift_per_tick"] = "must be > 0 and <= 1"
+            if value is not None and (problem := bound.check(value)):
+                errors[field] = problem
         if (
             self.hold_down_s is not None
             and self.heartbeat_interval_s is not None

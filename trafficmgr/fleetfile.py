@@ -9,7 +9,8 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from trafficmgr.fleetdump import dump_fleet, failover_to_dict, fleet_to_dict
@@ -213,17 +214,38 @@ REGION_KEYS = {
 ENDPOINT_KEYS = {"name", "address", "gpu", "gpus", "models", "weight", "state"}
 PROFILE_KEYS = {"prefill_tokens_per_s", "decode_tokens_per_s", "max_concurrency"}
 RULE_KEYS = {"name", "clients", "regions", "mode"}
-FAILOVER_KEYS = {
-    "heartbeat_interval_s",
-    "miss_threshold",
-    "up_threshold",
-    "down_threshold",
-    "hold_down_s",
-    "slow_start_s",
-    "spillover_headroom",
-    "all_down",
-    "max_shift_per_tick",
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The allowed range of one numeric failover setting (fleet file, API and admin)."""
+
+    low: float
+    high: float
+    integer: bool = False
+    low_open: bool = False
+
+    def check(self, value: float) -> str | None:
+        """Say what is wrong with ``value``, or None."""
+        if self.integer and value != int(value):
+            return "must be an integer"
+        if value < self.low or value > self.high or (self.low_open and value == self.low):
+            low = f"> {self.low:g}" if self.low_open else f">= {self.low:g}"
+            return f"must be {low} and <= {self.high:g}"
+        return None
+
+
+FAILOVER_RANGES: dict[str, Bound] = {
+    "heartbeat_interval_s": Bound(0.05, 3600),
+    "miss_threshold": Bound(1, 100, integer=True),
+    "up_threshold": Bound(1, 100, integer=True),
+    "down_threshold": Bound(1, 100, integer=True),
+    "hold_down_s": Bound(0, 86400),
+    "slow_start_s": Bound(0, 86400),
+    "spillover_headroom": Bound(0, 0.9),
+    "max_shift_per_tick": Bound(0, 1, low_open=True),
 }
+FAILOVER_KEYS = {*FAILOVER_RANGES, "all_down"}
 
 
 def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
@@ -474,68 +496,25 @@ def _failover(r: _Reader, value: Any) -> FailoverPolicy:
     if value is None:
         return FailoverPolicy()
     doc = r.mapping(value, "failover", FAILOVER_KEYS, set())
-    d = FailoverPolicy()
-    num: Callable[..., float] = r.number
-    policy = FailoverPolicy(
-        heartbeat_interval_s=num(
-            doc.get("heartbeat_interval_s", d.heartbeat_interval_s),
-            "failover.heartbeat_interval_s",
-            0.05,
-            3600,
-        ),
-        miss_threshold=int(
-            num(
-                doc.get("miss_threshold", d.miss_threshold),
-                "failover.miss_threshold",
-                1,
-                100,
-                integer=True,
-            )
-        ),
-        up_threshold=int(
-            num(
-                doc.get("up_threshold", d.up_threshold),
-                "failover.up_threshold",
-                1,
-                100,
-                integer=True,
-            )
-        ),
-        down_threshold=int(
-            num(
-                doc.get("down_threshold", d.down_threshold),
-                "failover.down_threshold",
-                1,
-                100,
-                integer=True,
-            )
-        ),
-        hold_down_s=num(doc.get("hold_down_s", d.hold_down_s), "failover.hold_down_s", 0, 86400),
-        slow_start_s=num(
-            doc.get("slow_start_s", d.slow_start_s), "failover.slow_start_s", 0, 86400
-        ),
-        spillover_headroom=num(
-            doc.get("spillover_headroom", d.spillover_headroom),
-            "failover.spillover_headroom",
-            0,
-            0.9,
-        ),
-        all_down=AllDown(
-            r.choice(
-                doc.get("all_down", d.all_down.value),
-                "failover.all_down",
-                tuple(a.value for a in AllDown),
-            )
-        ),
-        max_shift_per_tick=num(
-            doc.get("max_shift_per_tick", d.max_shift_per_tick),
-            "failover.max_shift_per_tick",
-            0,
-            1,
-            low_open=True,
-        ),
+    default = FailoverPolicy()
+    numbers: dict[str, Any] = {}
+    for key, bound in FAILOVER_RANGES.items():
+        raw = doc.get(key, getattr(default, key))
+        got = r.number(
+            raw,
+            f"failover.{key}",
+            bound.low,
+            bound.high,
+            integer=bound.integer,
+            low_open=bound.low_open,
+        )
+        numbers[key] = int(got) if bound.integer else got
+    all_down = r.choice(
+        doc.get("all_down", default.all_down.value),
+        "failover.all_down",
+        tuple(a.value for a in AllDown),
     )
-    return policy
+    return FailoverPolicy(**numbers, all_down=AllDown(all_down))
 
 
 def _clients(r: _Reader, value: Any) -> tuple[ClientShare, ...]:
