@@ -10,6 +10,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+# Where a GPU's util_pct comes from: SM activity from GPM (the share of SMs busy), or NVML's
+# utilization.gpu (the share of time any kernel ran, 100 % long before the GPU is saturated).
+UTIL_GPM_SM = "gpm_sm"
+UTIL_NVML = "nvml_util"
+UTIL_SOURCES = (UTIL_GPM_SM, UTIL_NVML)
+
 
 @dataclass(frozen=True, slots=True)
 class GpuReading:
@@ -19,6 +25,7 @@ class GpuReading:
     uuid: str
     name: str
     util_pct: float | None = None
+    util_source: str | None = None  # one of UTIL_SOURCES; None when util_pct is None
     mem_used_mb: float | None = None
     mem_total_mb: float | None = None
     temp_c: float | None = None
@@ -141,11 +148,12 @@ def _texts(values: Sequence[str], limit: int, most: int = MAX_LIST) -> list[str]
 def gpu_to_json(gpu: GpuReading) -> dict[str, Any]:
     total = _num(gpu.mem_total_mb, 1)
     used = _num(gpu.mem_used_mb, 1)
-    return {
+    util = _num(gpu.util_pct, 1, hi=100.0)
+    doc: dict[str, Any] = {
         "index": gpu.index,
         "uuid": gpu.uuid[:128],
         "name": gpu.name[:128],
-        "util_pct": _num(gpu.util_pct, 1, hi=100.0),
+        "util_pct": util,
         "mem_used_mb": min(used, total) if used is not None and total is not None else used,
         "mem_total_mb": total,
         "temp_c": _num(gpu.temp_c, 1, lo=-100.0, hi=250.0),
@@ -159,6 +167,9 @@ def gpu_to_json(gpu: GpuReading) -> dict[str, Any]:
         "lost": gpu.lost,
         "errors": _texts(gpu.errors, 200),
     }
+    if util is not None and gpu.util_source in UTIL_SOURCES:
+        doc["util_source"] = gpu.util_source  # optional: absent when util_pct is null
+    return doc
 
 
 def server_to_json(server: ServerReading) -> dict[str, Any]:

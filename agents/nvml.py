@@ -1,4 +1,8 @@
-"""GPU readings from NVML (nvidia-ml-py's ``pynvml``), the module passed in so tests can fake it."""
+"""GPU readings from NVML (nvidia-ml-py's ``pynvml``), the module passed in so tests can fake it.
+
+``util_pct`` is SM activity from GPM where the GPU has it (``util_source: "gpm_sm"``), else
+``utilization.gpu``, the share of the sample period in which any kernel ran (``"nvml_util"``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import logging
 from types import ModuleType
 from typing import Any
 
-from agents.heartbeat import GpuReading
+from agents.gpm import GpmSampler
+from agents.heartbeat import UTIL_GPM_SM, UTIL_NVML, GpuReading
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +120,7 @@ class NvmlCollector:
         self._xid_last: dict[int, int] = {}
         self._event_set: Any = None
         self._unsupported: set[tuple[int, str]] = set()
+        self._gpm = GpmSampler(nvml, (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_RESET_REQUIRED))
         self.driver: str | None = None
         self.errors: list[str] = []  # node-level NVML problems of the last reading
 
@@ -132,7 +138,8 @@ class NvmlCollector:
         self._register_events()
 
     def close(self) -> None:
-        """Free the event set and shut NVML down, ignoring NVML errors."""
+        """Free the GPM samples and the event set and shut NVML down, ignoring NVML errors."""
+        self._gpm.close()
         try:
             if self._event_set is not None:
                 self._nvml.nvmlEventSetFree(self._event_set)
@@ -210,13 +217,21 @@ class NvmlCollector:
             self._identify(index, errors, handle)
             for what, fn, args in _QUERIES:
                 got[what] = self._call(index, errors, what, fn, handle, *args)
+            sm_util = self._sm_util(index, handle, errors)
         except _GpuLost as lost:
             log.warning("GPU %d (%s) is lost: %s", index, self._uuid_of(index), lost)
+            self._gpm.forget(index)
             return self._reading(index, lost=True, errors=(*errors, str(lost)))
         util, mem, mask = got["utilization"], got["memory"], got["throttle_reasons"]
+        util_pct: float | None = sm_util
+        util_source: str | None = UTIL_GPM_SM
+        if sm_util is None:
+            util_pct = float(util.gpu) if util is not None else None
+            util_source = UTIL_NVML if util is not None else None
         return self._reading(
             index,
-            util_pct=float(util.gpu) if util is not None else None,
+            util_pct=util_pct,
+            util_source=util_source,
             mem_used_mb=mem.used / MIB if mem is not None else None,
             mem_total_mb=mem.total / MIB if mem is not None else None,
             temp_c=_scaled(got["temperature"], 1),
@@ -227,6 +242,13 @@ class NvmlCollector:
             ecc_corrected=_count(got["ecc_corrected"]),
             errors=tuple(errors),
         )
+
+    def _sm_util(self, index: int, handle: Any, errors: list[str]) -> float | None:
+        """Return SM activity over the last interval from GPM; None without it."""
+        try:
+            return self._gpm.sm_util(index, handle, errors)
+        except self._error_type as exc:  # only errors saying the GPU is gone get here
+            raise _GpuLost("gpm", str(exc)) from exc
 
     def _uuid_of(self, index: int) -> str:
         return self._identity.get(index, ("uuid unknown", ""))[0]
@@ -278,6 +300,7 @@ class NvmlCollector:
             self.errors.append(f"device count: {exc}")
             count = self._count
         self.poll_events()
+        self._gpm.keep(range(count))
         readings = [self.read_gpu(index) for index in range(count)]
         if self._xid_count.get(-1):
             self.errors.append(f"{self._xid_count[-1]} XID events from unidentified GPUs")

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import random
+import re
 import ssl
 import threading
 import time
@@ -26,6 +27,11 @@ MIN_INTERVAL_S = 0.05
 MAX_INTERVAL_S = 3600.0
 # The heartbeat itself is wrong: resending it cannot help, so it is dropped.
 PERMANENT_STATUSES = frozenset({400, 409, 410, 413, 415, 422})
+# Optional per-GPU keys newer than some control planes. Agents are upgraded node by node, often
+# before the control plane; one that refuses such a key as unknown gets heartbeats without it.
+OPTIONAL_GPU_KEYS = frozenset({"util_source"})
+_GPU_FIELD = re.compile(r"gpus\[\d+\]\.(\w+)")
+MAX_ERROR_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +54,14 @@ class PushError(Exception):
         retryable: bool,
         status: int | None = None,
         retry_after: float | None = None,
+        body: bytes = b"",
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.body = body  # the start of an error reply
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -103,14 +111,35 @@ def parse_reply(status: int, body: bytes, date: str | None = None) -> Reply:
     return Reply(status, interval, doc.get("drill"), server_time, garbage, refused)
 
 
-def _detail(exc: urllib.error.HTTPError) -> str:
-    """The start of an error body, for the log (the control plane names the bad field)."""
+def _error_body(exc: urllib.error.HTTPError) -> bytes:
     try:
-        text = exc.read(300).decode("utf-8", errors="replace")
+        return exc.read(MAX_ERROR_BYTES)
     except (OSError, ValueError):
-        return ""
-    text = " ".join(text.split())
+        return b""
+
+
+def _detail(body: bytes) -> str:
+    """The start of an error body, for the log (the control plane names the bad field)."""
+    text = " ".join(body[:300].decode("utf-8", errors="replace").split())
     return f": {text}" if text else ""
+
+
+def unknown_optional_key(body: bytes) -> str | None:
+    """Return the optional GPU key a 400 reply refuses as an unknown field, if it does."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    fields = doc.get("fields") if isinstance(doc, dict) else None
+    if not isinstance(fields, dict):
+        return None
+    for path, messages in fields.items():
+        match = _GPU_FIELD.fullmatch(str(path))
+        if match is None or match.group(1) not in OPTIONAL_GPU_KEYS:
+            continue
+        if isinstance(messages, list) and any("unknown field" in str(m) for m in messages):
+            return match.group(1)
+    return None
 
 
 def control_plane_opener(ca_file: str | None = None) -> urllib.request.OpenerDirector:
@@ -157,6 +186,7 @@ class Pusher:
         self.dropped = 0  # evicted from the full buffer, or refused for good by the server
         self.sent = 0
         self.garbage_replies = 0
+        self.omitted: set[str] = set()  # optional GPU keys the control plane does not know
 
     def submit(self, heartbeat: dict[str, Any]) -> None:
         """Queue a heartbeat; when the buffer is full the oldest one is dropped."""
@@ -181,10 +211,10 @@ class Pusher:
 
     def post(self, heartbeat: dict[str, Any], timeout: float | None = None) -> Reply:
         """POST one heartbeat; raise PushError saying whether a retry can help."""
-        body = json.dumps(heartbeat, allow_nan=False, separators=(",", ":")).encode()
+        body = json.dumps(self._outgoing(heartbeat), allow_nan=False, separators=(",", ":"))
         request = urllib.request.Request(
             self.url,
-            data=body,
+            data=body.encode(),
             method="POST",
             headers={
                 "Authorization": f"Bearer {self._token}",
@@ -203,18 +233,30 @@ class Pusher:
             with exc:
                 status = exc.code
                 retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-                detail = _detail(exc)
+                error_body = _error_body(exc)
             raise PushError(
-                f"HTTP {status}{detail}",
+                f"HTTP {status}{_detail(error_body)}",
                 retryable=status not in PERMANENT_STATUSES,
                 status=status,
                 retry_after=retry_after,
+                body=error_body,
             ) from exc
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):
                 reason = f"no answer within {timeout or self.timeout:g} s"
             raise PushError(f"{type(exc).__name__}: {reason}", retryable=True) from exc
+
+    def _outgoing(self, heartbeat: dict[str, Any]) -> dict[str, Any]:
+        """The heartbeat without the optional GPU keys the control plane refused."""
+        gpus = heartbeat.get("gpus")
+        if not self.omitted or not isinstance(gpus, list):
+            return heartbeat
+        kept = [
+            {k: v for k, v in g.items() if k not in self.omitted} if isinstance(g, dict) else g
+            for g in gpus
+        ]
+        return {**heartbeat, "gpus": kept}
 
     def backoff_delay(self, retry_after: float | None = None) -> float:
         """Exponential backoff with equal jitter, at least what Retry-After asked (capped)."""
@@ -253,6 +295,15 @@ class Pusher:
 
     def _failed(self, heartbeat: dict[str, Any], exc: PushError) -> bool:
         """Record a failure; True when the next heartbeat may be tried at once."""
+        key = unknown_optional_key(exc.body) if exc.status == 400 else None
+        if key is not None and key not in self.omitted:
+            self.omitted.add(key)
+            log.warning(
+                "the control plane does not know the optional gpus[].%s (an older version?); "
+                "heartbeats go without it",
+                key,
+            )
+            return True  # the same heartbeat goes again at once, without the key
         if not exc.retryable:
             message = f"control plane refused a heartbeat for good ({exc.reason}); dropped"
             log.log(logging.ERROR if message != self._last_error else logging.DEBUG, "%s", message)

@@ -8,21 +8,28 @@ its rules lives here.
   live figures; a throttled endpoint keeps ``1 - THROTTLE_PENALTY`` of its own) must cover
   the current demand (each region's capacity x the engine's demand figure) plus the policy's
   ``spillover_headroom`` — the margin the engine itself keeps before spilling.
+- **Capacity per strict residency zone:** the same test inside each strict rule's regions, for
+  every rule whose regions the drill touches: a fault in eu-west may leave the fleet plenty
+  while the clients only EU regions may serve run short. The regions are the ones the engine
+  allows the rule's zones (``residency.base_decision``, as the table compiles them; a client
+  also bound by a narrower rule is checked under that rule too); the demand is the figure
+  above summed over those regions, which also counts what other clients send there.
 - **Residency:** the table compiled fail_closed with the fault must leave every strict
   residency zone that has an eligible region now with one (``actions.stranded_zones``).
 - **Target:** not drained or disabled (nothing to practise; never forceable), not already
   down, automatic failover not paused (the drill would be a real outage).
 - **One drill at a time per region** (never forceable).
 
-An admin may force past capacity, residency, down and paused. While the fault lasts,
-``during`` repeats the capacity and residency checks against the live state and tells the
-runner to restore early when they fail (forced drills skip this).
+An admin may force past capacity (fleet-wide and per zone), residency, down and paused. While
+the fault lasts, ``during`` repeats the capacity checks (fleet-wide and per zone) and the
+residency check against the live state and tells the runner to restore early when one fails
+(forced drills skip this).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,8 +40,16 @@ from regions.drill_spec import DrillSpec
 from regions.drills import ACTIVE
 from regions.models import Drill
 from trafficmgr.routing.failover import FleetEvaluation, evaluate_fleet
-from trafficmgr.routing.table import compile_table
-from trafficmgr.routing.types import AdminState, AllDown, Fleet, RegionState, RoutingTable
+from trafficmgr.routing.residency import base_decision
+from trafficmgr.routing.table import compile_table, zone_location, zone_of_country
+from trafficmgr.routing.types import (
+    AdminState,
+    AllDown,
+    Fleet,
+    RegionState,
+    ResidencyMode,
+    RoutingTable,
+)
 
 SERVING = (RegionState.HEALTHY, RegionState.DEGRADED, RegionState.RECOVERING, RegionState.UNKNOWN)
 
@@ -78,19 +93,75 @@ def evaluate(fleet: Fleet, paused: frozenset[str], now: float) -> FleetEvaluatio
     return evaluate_fleet(fleet, store.heartbeats(), machines, now)
 
 
-def demand(evaluation: FleetEvaluation) -> float:
-    """Return the decode tokens/s asked of the fleet now: each serving region's capacity x its
-    demand (the engine's demanded / live capacity; 1 - headroom where it gives none)."""
+def demand(evaluation: FleetEvaluation, regions: Collection[str] | None = None) -> float:
+    """Return the decode tokens/s asked of the fleet (or of ``regions``) now: each serving
+    region's capacity x its demand (the engine's demanded / live capacity; 1 - headroom where
+    it gives none)."""
     total = 0.0
-    for s in evaluation.statuses.values():
-        if s.state in SERVING:
+    for name, s in evaluation.statuses.items():
+        if s.state in SERVING and (regions is None or name in regions):
             share = getattr(s, "demand", None)
             total += s.capacity * (1.0 - s.headroom if share is None else share)
     return total
 
 
-def serving_capacity(evaluation: FleetEvaluation) -> float:
-    return sum(s.capacity for s in evaluation.statuses.values() if s.state in SERVING)
+def serving_capacity(evaluation: FleetEvaluation, regions: Collection[str] | None = None) -> float:
+    return sum(
+        s.capacity
+        for name, s in evaluation.statuses.items()
+        if s.state in SERVING and (regions is None or name in regions)
+    )
+
+
+def strict_zones(fleet: Fleet) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """Return (rule, zones, regions) per strict rule: the regions the engine allows the rule's
+    zones, zones allowed the same regions grouped (one group unless another rule narrows)."""
+    out = []
+    for rule in fleet.residency:
+        if rule.mode is not ResidencyMode.STRICT:
+            continue
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for zone in [zone_of_country(c) for c in sorted(rule.countries)] + sorted(rule.continents):
+            allowed = base_decision(fleet, zone_location(zone)).strict_regions or ()
+            groups.setdefault(allowed, []).append(zone)
+        out += [(rule.name, tuple(zones), regions) for regions, zones in groups.items() if regions]
+    return out
+
+
+def zone_capacity(
+    spec: DrillSpec, fleet: Fleet, before: FleetEvaluation, during: FleetEvaluation, kept: float
+) -> list[dict[str, Any]]:
+    """Return each strict zone the drill touches: its regions, their demand now and the
+    capacity they keep during the fault."""
+    return [
+        {
+            "rule": rule,
+            "zones": list(zones),
+            "regions": list(regions),
+            "demand_tokens_per_s": round(demand(before, regions), 1),
+            "capacity_during_fault_tokens_per_s": round(
+                serving_capacity(during, regions) + kept, 1
+            ),
+        }
+        for rule, zones, regions in strict_zones(fleet)
+        if spec.region in regions
+    ]
+
+
+def _zone_text(zone: Mapping[str, Any]) -> str:
+    return (
+        f"residency rule {zone['rule']} ({', '.join(zone['zones'])} → {', '.join(zone['regions'])})"
+    )
+
+
+def short_zones(zones: list[dict[str, Any]], margin: float) -> list[dict[str, Any]]:
+    """Return the zones whose capacity left would not cover their demand plus ``margin``."""
+    return [
+        z
+        for z in zones
+        if z["demand_tokens_per_s"] > 0
+        and z["capacity_during_fault_tokens_per_s"] < z["demand_tokens_per_s"] * (1.0 + margin)
+    ]
 
 
 def kept_capacity(spec: DrillSpec, before: FleetEvaluation) -> float:
@@ -176,6 +247,16 @@ def preflight(
                 True,
             )
         )
+    zones = zone_capacity(spec, fleet, before, during, kept)
+    refusals += [
+        Refusal(
+            f"{_zone_text(z)}: capacity left in its regions during the fault "
+            f"({z['capacity_during_fault_tokens_per_s']:,.0f} tokens/s) would not cover their "
+            f"demand ({z['demand_tokens_per_s']:,.0f} tokens/s) plus {margin:.0%} headroom",
+            True,
+        )
+        for z in short_zones(zones, margin)
+    ]
     closed = _closed(fleet)
     table_now = compile_table(closed, before.statuses, at)
     stranded: list[dict[str, str]] = []
@@ -198,6 +279,7 @@ def preflight(
         "capacity_during_fault_tokens_per_s": round(left, 1),
         "kept_tokens_per_s": round(kept, 1),
         "margin": margin,
+        "residency_zones": zones,
         "stranded": stranded,
         "strict_lists": sorted(f"{z}/{m}" for z, m in kept_lists),
     }
@@ -213,12 +295,23 @@ def during(spec: DrillSpec, figures: Mapping[str, Any], now: float | None = None
     reasons = []
     used = float(figures.get("demand_tokens_per_s") or 0.0)
     margin = float(figures.get("margin") or 0.0)
-    left = serving_capacity(faulty) + float(figures.get("kept_tokens_per_s") or 0.0)
+    kept = float(figures.get("kept_tokens_per_s") or 0.0)
+    left = serving_capacity(faulty) + kept
     if used > 0 and left < used * (1.0 + margin):
         reasons.append(
             f"capacity left ({left:,.0f} tokens/s) fell below the demand before the drill "
             f"({used:,.0f} tokens/s) plus {margin:.0%} headroom"
         )
+    live = [
+        {**z, "capacity_during_fault_tokens_per_s": serving_capacity(faulty, z["regions"]) + kept}
+        for z in figures.get("residency_zones", [])
+    ]
+    reasons += [
+        f"{_zone_text(z)}: capacity left in its regions "
+        f"({z['capacity_during_fault_tokens_per_s']:,.0f} tokens/s) fell below their demand "
+        f"before the drill ({z['demand_tokens_per_s']:,.0f} tokens/s) plus {margin:.0%} headroom"
+        for z in short_zones(live, margin)
+    ]
     if spec.capacity_kept == 0:
         table = compile_table(_closed(fault_fleet(fleet, spec)), faulty.statuses, at)
         have = strict_lists(table, fleet)

@@ -2,7 +2,7 @@
 
 A heartbeat is refused (400, naming the field) for unknown keys, wrong JSON types (no
 silent coercion: ``"12"`` is not a number, ``true`` is not 1), NaN or ±Infinity (also when
-spelled ``1e999``), ``util_pct`` outside 0..100, memory used above total, more than
+spelled ``1e999``), ``util_pct`` outside 0..100, a ``util_source`` other than ``gpm_sm`` / ``nvml_util``, memory used above total, more than
 ``MAX_GPUS`` GPUs, over-long strings or lists, and ``sent_at`` more than ``FUTURE_S`` ahead of
 or ``PAST_S`` behind the control plane's clock. A replayed or out-of-order ``seq`` is not an
 error: it is answered 200 ``{"accepted": false, "reason": "stale seq"}`` and changes nothing.
@@ -48,6 +48,8 @@ FUTURE_S = 300.0
 PAST_S = 86400.0
 SAMPLE_EVERY_S = 10
 SERVER_KINDS = ("vllm", "tgi", "triton", "sim", "unknown")
+# Where a GPU's util_pct came from: NVML GPM SM activity, or NVML utilization.gpu.
+GPU_UTIL_SOURCES = ("gpm_sm", "nvml_util")
 MAX_COUNT = 10_000_000
 MAX_SAFE_INT = 2**53 - 1
 
@@ -64,6 +66,7 @@ _GPU = obj(
         "uuid": _opt(string(128, 0), ""),
         "name": _opt(string(128, 0), ""),
         "util_pct": _opt(number(0, 100)),
+        "util_source": _opt(("choice", GPU_UTIL_SOURCES)),
         "mem_used_mb": _opt(number(0, 1e9)),
         "mem_total_mb": _opt(number(0, 1e9)),
         "temp_c": _opt(number(-100, 250)),

@@ -2,11 +2,19 @@
 
 It raises the real ``pynvml.NVMLError`` subclasses and returns the real ctypes structs, so the
 collector meets the same objects it gets on a GPU node.
+
+GPM (a device's ``gpm``): ``nvmlGpmQueryDeviceSupport`` answers ``supported`` (a device without
+``gpm`` has none); a sample records the device's ``sm_util``/``sm_occupancy`` when taken, and
+``nvmlGpmMetricsGet`` answers the second sample's figures, as NVML answers the activity between
+the two. Samples are real ``c_nvmlGpmSample_t`` pointers; ``gpm_live`` holds the ones not yet
+freed, so a test can see a leak, and a freed or foreign sample is an INVALID_ARGUMENT.
+``metric_errors`` (metric id -> NVML return code) fails single metrics inside a good call.
 """
 
 from __future__ import annotations
 
 import copy
+import ctypes
 import json
 from collections import deque
 from dataclasses import dataclass
@@ -26,8 +34,22 @@ class FakeHandle:
     index: int
 
 
+@dataclass
+class GpmSampleRecord:
+    buffer: Any  # keeps the memory the sample pointer points at alive
+    index: int | None = None  # the device it was taken on; None until nvmlGpmSampleGet
+    taken: int = 0  # order of taking
+    figures: dict[int, float] | None = None  # metric id -> value
+
+
+def _address(sample: Any) -> int:
+    return ctypes.cast(sample, ctypes.c_void_p).value or 0
+
+
 class FakeNvml:
     NVMLError = pynvml.NVMLError
+    c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+    NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
 
     def __init__(self, doc: dict[str, Any]) -> None:
         self.doc = copy.deepcopy(doc)
@@ -37,6 +59,9 @@ class FakeNvml:
         self.initialised = False
         self.registered: dict[int, int] = {}
         self.wait_timeouts: list[int] = []
+        self.gpm_live: dict[int, GpmSampleRecord] = {}  # address -> sample not yet freed
+        self.gpm_taken = 0
+        self.gpm_metric_calls = 0
 
     @classmethod
     def from_fixture(cls, path: Path = FIXTURE) -> FakeNvml:
@@ -51,6 +76,20 @@ class FakeNvml:
 
     def push_xid(self, index: int, xid: int) -> None:
         self.events.append({"index": index, "event_type": 8, "event_data": xid})
+
+    def no_gpm(self, index: int | None = None) -> None:
+        """Make one GPU (or all) a GPU without GPM, like an A100 or an L4."""
+        for dev in self.devices if index is None else [self.devices[index]]:
+            dev.pop("gpm", None)
+
+    def set_sm(self, index: int, sm_util: float, sm_occupancy: float | None = None) -> None:
+        gpm = self.devices[index].setdefault("gpm", {"supported": True})
+        gpm["sm_util"] = sm_util
+        if sm_occupancy is not None:
+            gpm["sm_occupancy"] = sm_occupancy
+
+    def fail_metric(self, index: int, metric: int, code: int) -> None:
+        self.devices[index]["gpm"].setdefault("metric_errors", {})[metric] = code
 
     # --- pynvml surface ------------------------------------------------------------
     def _device(self, handle: FakeHandle, call: str) -> dict[str, Any]:
@@ -149,3 +188,62 @@ class FakeNvml:
 
     def nvmlEventSetFree(self, event_set: object) -> None:
         return None
+
+    # --- GPM -----------------------------------------------------------------------
+    def nvmlGpmQueryDeviceSupport(self, handle: FakeHandle) -> Any:
+        dev = self._device(handle, "nvmlGpmQueryDeviceSupport")
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        support.isSupportedDevice = 1 if dev.get("gpm", {}).get("supported") else 0
+        return support
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        if not self.initialised:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
+        buffer = ctypes.create_string_buffer(16)
+        sample = ctypes.cast(buffer, pynvml.c_nvmlGpmSample_t)
+        self.gpm_live[_address(sample)] = GpmSampleRecord(buffer)
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        if self.gpm_live.pop(_address(sample), None) is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlGpmSampleGet(self, handle: FakeHandle, sample: Any) -> Any:
+        dev = self._device(handle, "nvmlGpmSampleGet")
+        record = self.gpm_live.get(_address(sample))
+        gpm = dev.get("gpm")
+        if record is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if not gpm or not gpm.get("supported"):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        self.gpm_taken += 1
+        record.index, record.taken = handle.index, self.gpm_taken
+        record.figures = {
+            pynvml.NVML_GPM_METRIC_SM_UTIL: float(gpm.get("sm_util", 0.0)),
+            pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: float(gpm.get("sm_occupancy", 0.0)),
+        }
+        return sample
+
+    def nvmlGpmMetricsGet(self, request: Any) -> Any:
+        if request.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        first = self.gpm_live.get(_address(request.sample1))
+        second = self.gpm_live.get(_address(request.sample2))
+        if first is None or second is None or second.figures is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if first.index != second.index or first.taken >= second.taken:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        assert second.index is not None
+        dev = self._device(FakeHandle(second.index), "nvmlGpmMetricsGet")
+        failing = dev.get("gpm", {}).get("metric_errors", {})
+        self.gpm_metric_calls += 1
+        for i in range(request.numMetrics):
+            metric = request.metrics[i]
+            code = failing.get(metric.metricId)
+            value = second.figures.get(metric.metricId)
+            if code is None and value is None:
+                code = pynvml.NVML_ERROR_NOT_SUPPORTED
+            metric.nvmlReturn = code if code is not None else pynvml.NVML_SUCCESS
+            metric.value = value if code is None and value is not None else 0.0
+        return request

@@ -25,6 +25,7 @@ MODULES = (
     "agents.agent",
     "agents.config",
     "agents.nvml",
+    "agents.gpm",
     "agents.server_metrics",
     "agents.probe",
     "agents.push",

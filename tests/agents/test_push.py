@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from typing import Any
 
 import pytest
 
-from agents.push import HEARTBEAT_PATH, Pusher, Reply, parse_reply
+from agents.push import HEARTBEAT_PATH, Pusher, Reply, parse_reply, unknown_optional_key
 from tests.agents.conftest import HANG, Stub
 
 TOKEN = "agent-token-s3cret"
@@ -192,3 +193,57 @@ def test_taken_but_not_applied_reply() -> None:
     reply = parse_reply(200, b'{"accepted": false, "reason": "stale seq"}')
     assert reply.refused == "stale seq" and not reply.garbage
     assert parse_reply(200, b'{"accepted": true, "interval_s": 1}').refused is None
+
+
+def gpu_heartbeat(seq: int) -> dict[str, Any]:
+    gpu = {"index": 0, "uuid": "GPU-0", "util_pct": 58.4, "util_source": "gpm_sm"}
+    return {**heartbeat(seq), "gpus": [gpu, {**gpu, "index": 1}]}
+
+
+def test_an_older_control_plane_gets_heartbeats_without_the_optional_key(
+    stub: Stub, caplog: pytest.LogCaptureFixture
+) -> None:
+    detail = "gpus[0].util_source: unknown field"
+    refusal = (
+        400,
+        {
+            "error": "invalid",
+            "detail": detail,
+            "fields": {"gpus[0].util_source": ["unknown field"]},
+        },
+    )
+
+    def answer(seen: Any) -> Any:
+        gpus = seen.json()["gpus"]
+        return refusal if any("util_source" in g for g in gpus) else (200, {"accepted": True})
+
+    stub.on("POST", HEARTBEAT_PATH, answer)
+    p = pusher(stub)
+    p.submit(gpu_heartbeat(1))
+    p.submit(gpu_heartbeat(2))
+    caplog.set_level("WARNING", logger="agents.push")
+    assert p.deliver() == 2 and p.dropped == 0
+    posted = [s.json() for s in stub.posts(HEARTBEAT_PATH)]
+    assert [d["seq"] for d in posted] == [1, 1, 2]  # refused once, then sent again at once
+    assert posted[1]["gpus"] == [
+        {"index": 0, "uuid": "GPU-0", "util_pct": 58.4},
+        {"index": 1, "uuid": "GPU-0", "util_pct": 58.4},
+    ]
+    assert p.omitted == {"util_source"}
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "gpus[].util_source" in warnings[0]
+
+
+def test_other_refusals_of_a_gpu_field_still_drop_the_heartbeat(stub: Stub) -> None:
+    for field in ("gpus[0].util_pct", "gpus[0].colour", "util_source"):
+        assert (
+            unknown_optional_key(json.dumps({"fields": {field: ["unknown field"]}}).encode())
+            is None
+        )
+    assert unknown_optional_key(b"not json") is None
+    assert unknown_optional_key(b'{"fields": {"gpus[3].util_source": ["expected one of"]}}') is None
+    stub.on("POST", HEARTBEAT_PATH, (400, {"fields": {"gpus[0].util_pct": ["outside 0..100"]}}))
+    p = pusher(stub)
+    p.submit(gpu_heartbeat(1))
+    assert p.deliver() == 0 and p.dropped == 1 and p.omitted == set()
+    assert len(stub.posts(HEARTBEAT_PATH)) == 1

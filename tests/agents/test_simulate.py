@@ -91,6 +91,9 @@ def test_nvml_facade_looks_like_an_h100_node() -> None:
     assert len({g.uuid for g in gpus}) == 8 and all(g.uuid.startswith("GPU-") for g in gpus)
     assert all(g.mem_total_mb == 81559 and g.power_limit_w == 700 for g in gpus)
     assert all(not g.errors and not g.lost for g in gpus)
+    clock.t = 1.0
+    # The model simulates NVML's kernel-busy reading and offers no GPM: every reading says so.
+    assert {g.util_source for g in (*gpus, *collector.read())} == {"nvml_util"}
     again = NvmlCollector(SimulatedNvml(node(0.6, Clock(), endpoint="euw-1")))
     again.open()
     assert [g.uuid for g in again.read()] == [g.uuid for g in gpus]  # stable per endpoint

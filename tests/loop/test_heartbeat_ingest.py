@@ -125,3 +125,23 @@ def test_the_hot_paths_have_their_own_rate_limit(agent_api: Any, settings: Any) 
     now = time.time()
     codes = [post(client, hb_doc("euw-1", i, now)).status_code for i in range(1, 5)]
     assert codes == [200, 200, 200, 429]
+
+
+@pytest.mark.parametrize("source", ["gpm_sm", "nvml_util", None])
+def test_the_util_source_is_optional_and_one_of_two(
+    agent_api: Any, fresh_hot_state: Any, source: str | None
+) -> None:
+    doc = hb_doc("euw-1", int(time.time() * 1000), time.time())
+    if source is not None:
+        doc["gpus"][0]["util_source"] = source
+    response = post(agent_api("eu-west"), doc)
+    assert response.status_code == 200, response.content
+
+
+def test_an_unknown_util_source_is_refused_by_name(agent_api: Any, fresh_hot_state: Any) -> None:
+    doc = hb_doc("euw-1", int(time.time() * 1000), time.time())
+    doc["gpus"][0]["util_source"] = "other"
+    response = post(agent_api("eu-west"), doc)
+    assert response.status_code == 400
+    assert "gpus[0].util_source" in response.json()["fields"]
+    assert "euw-1" not in fresh_hot_state.heartbeats()
