@@ -1,5 +1,8 @@
 """The Redis table source against a real Redis: updates arrive, an outage changes nothing.
 
+Killing Redis while a client keeps querying over UDP costs no answer: tables come from
+Redis, answers never wait for it.
+
 Runs its own ``redis-server`` on a free loopback port when the binary is installed (so it
 can stop and restart it), else uses ``REDIS_URL`` for the update part only; skipped when
 neither is there.
@@ -12,13 +15,16 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import dns.exception
+import dns.query
 import pytest
 
-from tests.dns.world import NAME, addresses, ask, everywhere, query, quiet_config
+from tests.dns.world import GB, NAME, addresses, ask, everywhere, query, quiet_config
 from trafficmgr.dns.server import DnsServer, ServerThread
 from trafficmgr.dns.sources import REDIS_CHANNEL, REDIS_KEY
 from trafficmgr.routing.table import table_to_json
@@ -125,3 +131,58 @@ def test_tables_published_in_redis_are_served_and_survive_an_outage(
         assert addresses(ask(server, query(NAME, "A"))) == {"198.51.100.20"}
     finally:
         thread.stop()
+
+
+def test_killing_redis_while_querying_loses_no_answer(
+    tmp_path: Path, make_server: Callable[..., DnsServer]
+) -> None:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("no redis-server binary to kill (apt-get install redis-server)")
+    redis_process = RedisProcess(binary, tmp_path)  # our own, never the shared one
+    redis_process.start()
+    server = make_server(quiet_config(redis_url=redis_process.url))
+    thread = ServerThread(server)
+    host, port = thread.start()
+    asked: list[set[str] | None] = []
+    stop = threading.Event()
+
+    def keep_asking() -> None:
+        wire = query(NAME, "A", ecs=(GB, 32))
+        while not stop.is_set():
+            try:
+                reply = dns.query.udp(wire, host, port=port, timeout=2.0)
+            except dns.exception.Timeout:
+                asked.append(None)
+                continue
+            asked.append(addresses(reply))
+            time.sleep(0.002)
+
+    querier = threading.Thread(target=keep_asking, daemon=True)
+    try:
+        wait_for(lambda: server.redis is not None and server.redis.connected, "not subscribed")
+        publish(redis_process.url, everywhere([("eu-central", 1.0)], version="before-kill"))
+        wait_for(lambda: server.store.snapshot.version == "before-kill", "table not received")
+        querier.start()
+        wait_for(lambda: len(asked) >= 50, "no answers")
+        assert redis_process.process is not None
+        redis_process.process.kill()  # SIGKILL: no goodbye to the subscriber
+        redis_process.process.wait(10)
+        redis_process.process = None
+        wait_for(lambda: server.metrics["redis_errors"] >= 1, "outage not noticed")
+        during = len(asked)
+        wait_for(lambda: len(asked) >= during + 100, "no answers while Redis is down")
+        redis_process.start()
+        publish(redis_process.url, everywhere([("eu-west", 1.0)], version="after-kill"))
+        wait_for(lambda: server.store.snapshot.version == "after-kill", "no reconnect", 20.0)
+        after = len(asked)
+        wait_for(lambda: len(asked) >= after + 50, "no answers after the restart")
+    finally:
+        stop.set()
+        if querier.is_alive():
+            querier.join(10)
+        thread.stop()
+        redis_process.stop()
+    assert None not in asked, f"{asked.count(None)} of {len(asked)} queries got no answer"
+    assert all(a in ({"192.0.2.20"}, {"192.0.2.10"}) for a in asked)
+    assert asked[-1] == {"192.0.2.10"} and asked[0] == {"192.0.2.20"}

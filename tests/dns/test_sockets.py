@@ -139,7 +139,7 @@ def test_dig_gets_geo_answers(start: Start) -> None:
     )
     assert eu.returncode == 0 and set(eu.stdout.split()) <= EU_V4 and eu.stdout.strip()
     us = subprocess.run(
-        [*base, "+tcp", f"+subnet={US}/24", NAME, "A"], capture_output=True, text=True, timeout=20
+        [*base, "+tcp", f"+subnet={US}/29", NAME, "A"], capture_output=True, text=True, timeout=20
     )
     assert us.returncode == 0 and set(us.stdout.split()) <= US_V4 and us.stdout.strip()
     soa = subprocess.run([*base, ZONE, "SOA"], capture_output=True, text=True, timeout=20)

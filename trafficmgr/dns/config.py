@@ -27,7 +27,7 @@ class ServerConfig:
     rrl_rate: float = 200.0  # responses per second per client prefix; 0 turns RRL off
     rrl_burst: float | None = None  # None: one second's worth
     rrl_slip: int = 2  # every n-th limited query gets TC=1; 0 drops them all
-    cache_size: int = 50_000
+    cache_size: int = 50_000  # entries per cache (rendered sections, replies by query)
     tcp_idle_timeout_s: float = 10.0
     tcp_max_connections: int = 256
     poll_interval_s: float = 1.0  # how often the table file is checked

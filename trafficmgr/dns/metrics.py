@@ -1,10 +1,21 @@
-"""Counters of the DNS server, kept as plain dicts (a Prometheus exporter reads them)."""
+"""Counters of the DNS server, kept as plain dicts (a Prometheus exporter reads them).
+
+Queries answered from the reply cache are counted in bulk: each cached reply names a
+signature (the events, response code and query type its query counts, registered once) and
+a hit adds one to that signature's tally, a single list increment. ``as_dict`` folds the
+tallies into the totals, so readers see every query counted as if it had been answered the
+slow way, and no flush is needed (the serving thread only ever increments; readers only read).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import dns.rdatatype
 
 from trafficmgr.dns.wire import RCODE_NAMES
+
+Signature = tuple[tuple[str, ...], str | None, str | None]
 
 # Query types counted by name; anything else is counted as "other", so that a flood of
 # random types cannot grow the counters without bound.
@@ -12,6 +23,8 @@ _COUNTED_TYPES = "A AAAA TXT SOA NS ANY HINFO MX CNAME PTR SRV HTTPS SVCB DS DNS
 QTYPE_NAMES: dict[int, str] = {
     int(dns.rdatatype.from_text(t)): t for t in _COUNTED_TYPES.split(" ")
 }
+
+MAX_SIGNATURES = 4096  # distinct (events, rcode, qtype) combinations; a few dozen in practice
 
 EVENTS = (
     "queries",  # every datagram or TCP message received
@@ -46,12 +59,15 @@ EVENTS = (
 class Counters:
     """Counters by event, by response code and by query type."""
 
-    __slots__ = ("events", "qtype", "rcode")
+    __slots__ = ("_index", "_signatures", "events", "hits", "qtype", "rcode")
 
     def __init__(self) -> None:
         self.events: dict[str, int] = dict.fromkeys(EVENTS, 0)
         self.rcode: dict[str, int] = {}
         self.qtype: dict[str, int] = {}
+        self.hits: list[int] = []  # per signature: queries counted in bulk
+        self._signatures: list[Signature] = []
+        self._index: dict[Signature, int] = {}
 
     def add(self, event: str, n: int = 1) -> None:
         """Count ``n`` occurrences of ``event``."""
@@ -67,9 +83,44 @@ class Counters:
         name = QTYPE_NAMES.get(qtype, "other")
         self.qtype[name] = self.qtype.get(name, 0) + 1
 
+    def count(self, events: Sequence[str], rcode: str | None, qtype: str | None) -> None:
+        """Count one query that moved ``events`` and was answered ``rcode`` (names)."""
+        counted = self.events
+        for event in events:
+            counted[event] = counted.get(event, 0) + 1
+        if rcode is not None:
+            self.rcode[rcode] = self.rcode.get(rcode, 0) + 1
+        if qtype is not None:
+            self.qtype[qtype] = self.qtype.get(qtype, 0) + 1
+
+    def signature(self, events: Sequence[str], rcode: str | None, qtype: str | None) -> int | None:
+        """Return the index in ``hits`` of a combination of counts; None when too many exist."""
+        key = (tuple(events), rcode, qtype)
+        index = self._index.get(key)
+        if index is None:
+            if len(self._signatures) >= MAX_SIGNATURES:
+                return None
+            index = len(self._signatures)
+            self._signatures.append(key)
+            self.hits.append(0)  # before the index is published, so hits[index] exists
+            self._index[key] = index
+        return index
+
     def as_dict(self) -> dict[str, int | dict[str, int]]:
         """Return a copy: the event counters plus ``rcode`` and ``qtype`` breakdowns."""
-        out: dict[str, int | dict[str, int]] = dict(self.events)
-        out["rcode"] = dict(self.rcode)
-        out["qtype"] = dict(self.qtype)
+        events = dict(self.events)
+        rcodes = dict(self.rcode)
+        qtypes = dict(self.qtype)
+        for (names, rcode, qtype), n in zip(list(self._signatures), list(self.hits), strict=False):
+            if not n:
+                continue
+            for event in names:
+                events[event] = events.get(event, 0) + n
+            if rcode is not None:
+                rcodes[rcode] = rcodes.get(rcode, 0) + n
+            if qtype is not None:
+                qtypes[qtype] = qtypes.get(qtype, 0) + n
+        out: dict[str, int | dict[str, int]] = dict(events)
+        out["rcode"] = rcodes
+        out["qtype"] = qtypes
         return out

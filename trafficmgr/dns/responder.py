@@ -1,20 +1,25 @@
 """Answer one DNS message: bytes in, bytes (or None: stay silent) out.
 
-This is the whole server minus the sockets, so tests call it as a function. Order of work
-per query: parse (``wire``), rate-limit (UDP only), refuse what is malformed or not ours,
-then answer from caches, rendering only on a miss. Routed names take two steps: the
-candidate regions for (name, type, client country, continent), which is all the routing
-table looks at, are cached; the pick among them is recomputed per query from the client's
-prefix bucket (a CRC and a bisection); the rendered answer is cached by the regions picked
-(and, for TXT, the client's place). So a few thousand client prefixes share a handful of
-rendered answers instead of one each. Both caches are emptied when the table or the fleet
-is replaced, which makes the table version part of every key without spelling it out.
+This is the whole server minus the sockets, so tests call it as a function. A datagram first
+meets the rate limiter, then the reply cache (``replies``): a query whose bytes were answered
+before under the same table gets that reply back with its own ID, and nothing else is done.
+Otherwise, the slow way: parse (``wire``), refuse what is malformed or not ours, then answer
+from the caches of rendered sections, rendering only on a miss. Routed names take two steps:
+the candidate regions for (name, type, client country, continent), which is all the routing
+table looks at, are cached; the pick among them is computed from the client's prefix bucket
+(a CRC and a bisection); the rendered sections are cached by the regions picked (and, for
+TXT, the client's place). So a few thousand client prefixes share a handful of rendered
+answers. All caches are emptied when the table or the fleet is replaced, which makes the
+table version part of every key without spelling it out.
 
 The query ID, its question (with the client's letter case), the ECS option with its scope
 and the EDNS buffer size are applied per query when the header and OPT record are written
 around the cached sections; a message that does not fit the client's buffer goes out
-truncated (TC=1) so the client retries over TCP. Since the cached part never depends on the
-buffer size, no size bucket is needed in the key."""
+truncated (TC=1) so the client retries over TCP. The reply cache keys on all of those, so
+its replies are byte for byte what the slow way gives. TCP always takes the slow way.
+
+What each query counts is collected as it is answered (``Outcome``) and counted once; a
+cached reply remembers it, so a hit counts the same events with one increment."""
 
 from __future__ import annotations
 
@@ -23,14 +28,16 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import dns.rdatatype
 
 from trafficmgr.dns.choice import mask_prefix, prefix_bucket
 from trafficmgr.dns.config import MIN_UDP_PAYLOAD, ServerConfig
-from trafficmgr.dns.metrics import Counters
+from trafficmgr.dns.metrics import QTYPE_NAMES, Counters
 from trafficmgr.dns.ratelimit import ALLOW, DROP, RateLimiter
+from trafficmgr.dns.replies import ReplyCache, source_bucket
 from trafficmgr.dns.routed import Candidates, RoutedAnswers
 from trafficmgr.dns.tables import Snapshot, TableStore
 from trafficmgr.dns.wire import (
@@ -73,6 +80,7 @@ LOCATION_CACHE = 65_536
 
 REFUSED_ANSWER = Rendered(REFUSED, False, 0, 0, 0, b"")
 _MAPPED = b"\x00" * 10 + b"\xff\xff"
+_NOT_ON_A_HIT = frozenset({"cache_hits", "cache_misses", "fallback_parses"})
 _EVENT_OF_RCODE = {
     FORMERR: "formerr",
     BADVERS: "badvers",
@@ -90,8 +98,20 @@ class Locating(Protocol):
     ) -> tuple[ClientLocation, int]: ...
 
 
+@dataclass(slots=True)
+class Outcome:
+    """One query's reply and what it counts (event names, response code and query type)."""
+
+    reply: bytes | None
+    marks: list[str]
+    rcode: str | None = None
+    qtype: str | None = None
+    cacheable: bool = False  # an ordinary answer: the same query bytes get the same reply
+    uses_source: bool = False  # located by the source address (no ECS): keyed by its prefix
+
+
 class Responder:
-    """Turns query bytes into response bytes; owns the answer cache and the rate limiter."""
+    """Turns query bytes into response bytes; owns the caches and the rate limiter."""
 
     def __init__(
         self,
@@ -109,7 +129,8 @@ class Responder:
         self.locator = locator
         self.limiter = RateLimiter(config.rrl_rate, config.rrl_burst, config.rrl_slip, clock)
         self.routed = RoutedAnswers(config.answers)
-        self._events = counters.events
+        self.replies = ReplyCache(config.cache_size)
+        self._hits = counters.hits
         self._cache: dict[tuple[object, ...], Rendered] = {}
         self._candidates: dict[tuple[object, ...], Candidates] = {}
         self._cache_for: tuple[Snapshot, ZoneData] | None = None
@@ -123,40 +144,81 @@ class Responder:
 
     def handle(self, wire: bytes, source: str, tcp: bool = False) -> bytes | None:
         """Answer one message from ``source`` (an IP address); None means send nothing."""
-        events = self._events
-        events["queries"] += 1
-        events["tcp" if tcp else "udp"] += 1
+        if not tcp:
+            return self.handle_udp(wire, source)
+        outcome = self._respond(wire, source, True, ALLOW)
+        self.counters.count(outcome.marks, outcome.rcode, outcome.qtype)
+        return outcome.reply
+
+    def handle_udp(self, wire: bytes, source: str) -> bytes | None:
+        """Answer a datagram; a query seen before gets its cached reply with this query's ID."""
+        limiter = self.limiter
+        verdict = limiter.check(source) if limiter.rate > 0 else ALLOW
+        if verdict == ALLOW:
+            replies = self.replies
+            snapshot = self.store.snapshot
+            if replies.snapshot is not snapshot or replies.zone is not self.zone:
+                replies.reset(snapshot, self.zone)
+            entry = replies.fixed.get(wire[2:])
+            if entry is None and replies.by_source:
+                entry = replies.get(wire[2:], source)
+            if entry is not None:
+                self._hits[entry[1]] += 1
+                return wire[:2] + entry[0]
+        outcome = self._respond(wire, source, False, verdict)
+        self.counters.count(outcome.marks, outcome.rcode, outcome.qtype)
+        if outcome.cacheable and outcome.reply is not None and len(wire) > 2:
+            self._keep(wire, source, outcome, outcome.reply)
+        return outcome.reply
+
+    def _keep(self, wire: bytes, source: str, outcome: Outcome, reply: bytes) -> None:
+        """Cache a reply with what a repeat of its query counts (a hit, not a render)."""
+        marks = [m for m in outcome.marks if m not in _NOT_ON_A_HIT]
+        marks.append("cache_hits")
+        signature = self.counters.signature(marks, outcome.rcode, outcome.qtype)
+        if signature is not None:
+            bucket = source_bucket(source) if outcome.uses_source else None
+            self.replies.put(wire[2:], bucket, reply[2:], signature)
+
+    def _respond(self, wire: bytes, source: str, tcp: bool, verdict: int) -> Outcome:
+        """Answer a message the slow way (parse, look up, render), after the rate limiter."""
+        outcome = Outcome(None, ["queries", "tcp" if tcp else "udp"])
+        marks = outcome.marks
         query = parse_query(wire)
         if query is None:
-            events["dropped"] += 1
-            return None
+            marks.append("dropped")
+            return outcome
         if query.via_fallback:
-            events["fallback_parses"] += 1
-        if not tcp and self.limiter.rate > 0:
-            verdict = self.limiter.check(source)
-            if verdict != ALLOW:
-                if verdict == DROP:
-                    events["rrl_dropped"] += 1
-                    events["dropped"] += 1
-                    return None
-                events["rrl_slipped"] += 1
-                return self._bare(query, query.rcode, truncated=True)
+            marks.append("fallback_parses")
+        if verdict != ALLOW:
+            if verdict == DROP:
+                marks += ("rrl_dropped", "dropped")
+                return outcome
+            marks.append("rrl_slipped")
+            outcome.reply = self._bare(query, query.rcode, outcome, truncated=True)
+            return outcome
         if query.question:
-            self.counters.query_type(query.qtype)
+            outcome.qtype = QTYPE_NAMES.get(query.qtype, "other")
         if query.rcode:
-            return self._bare(query, query.rcode)
-        if query.edns_version:
-            return self._bare(query, BADVERS)  # we speak EDNS version 0 only (RFC 6891 §6.1.3)
+            outcome.reply = self._bare(query, query.rcode, outcome)
+            return outcome
+        if query.edns_version:  # we speak EDNS version 0 only (RFC 6891 §6.1.3)
+            outcome.reply = self._bare(query, BADVERS, outcome)
+            return outcome
         try:
-            rendered, scope = self._answer(query, source)
+            rendered, scope = self._answer(query, source, outcome)
         except Exception:  # a bug must cost one answer, never the server
             log.exception("failed to answer a query for %r", query.qname)
-            return self._bare(query, SERVFAIL)
-        return self._finish(query, rendered, scope, tcp)
+            outcome.uses_source = False
+            outcome.reply = self._bare(query, SERVFAIL, outcome)
+            return outcome
+        outcome.reply = self._finish(query, rendered, scope, tcp, outcome)
+        outcome.cacheable = not tcp and not query.via_fallback
+        return outcome
 
     # --- answers -----------------------------------------------------------------------
 
-    def _answer(self, query: Query, source: str) -> tuple[Rendered, int]:
+    def _answer(self, query: Query, source: str, outcome: Outcome) -> tuple[Rendered, int]:
         """Return the rendered answer and the ECS scope it holds for."""
         snapshot, zone = self.store.snapshot, self.zone
         if (
@@ -173,22 +235,27 @@ class Responder:
         if found is None:
             if not zone.contains(query.qname):
                 return REFUSED_ANSWER, 0  # not our zone, and we never recurse
-            return self._static(query, snapshot, zone, None), 0
+            return self._static(query, snapshot, zone, None, outcome.marks), 0
         kind, model = found
         if kind is NameKind.ROUTED and query.qtype in ROUTED_TYPES:
-            return self._routed(query, source, snapshot, zone, model)
-        return self._static(query, snapshot, zone, kind), 0
+            return self._routed(query, source, snapshot, zone, model, outcome)
+        return self._static(query, snapshot, zone, kind, outcome.marks), 0
 
     def _static(
-        self, query: Query, snapshot: Snapshot, zone: ZoneData, kind: NameKind | None
+        self,
+        query: Query,
+        snapshot: Snapshot,
+        zone: ZoneData,
+        kind: NameKind | None,
+        marks: list[str],
     ) -> Rendered:
         """Answer what does not depend on the client: apex, nameserver, negative answers."""
         key = (query.qname, query.qtype)
         rendered = self._cache.get(key)
         if rendered is not None:
-            self._events["cache_hits"] += 1
+            marks.append("cache_hits")
             return rendered
-        self._events["cache_misses"] += 1
+        marks.append("cache_misses")
         question = query.qname + struct.pack("!HH", query.qtype, query.qclass)
         name = qname_of(question)
         qtype = query.qtype
@@ -209,10 +276,16 @@ class Responder:
         return rendered
 
     def _routed(
-        self, query: Query, source: str, snapshot: Snapshot, zone: ZoneData, model: str | None
+        self,
+        query: Query,
+        source: str,
+        snapshot: Snapshot,
+        zone: ZoneData,
+        model: str | None,
+        outcome: Outcome,
     ) -> tuple[Rendered, int]:
         """Answer A, AAAA or TXT for a model name: the regions the table gives this client."""
-        location, geo_scope, hash_len, prefix = self._locate(query, source)
+        location, geo_scope, hash_len, prefix = self._locate(query, source, outcome)
         country, continent = location.country, location.continent
         where = (query.qname, query.qtype, country, continent)
         candidates = self._candidates.get(where)
@@ -232,14 +305,14 @@ class Responder:
         )
         rendered = self._cache.get(key)
         if rendered is None:
-            self._events["cache_misses"] += 1
+            outcome.marks.append("cache_misses")
             question = query.qname + struct.pack("!HH", query.qtype, query.qclass)
             rendered = self.routed.render(
                 question, query.qtype, model, location, candidates, chosen, snapshot, zone
             )
             self._store(key, rendered)
         else:
-            self._events["cache_hits"] += 1
+            outcome.marks.append("cache_hits")
         return rendered, (hash_len if multi else min(geo_scope, hash_len))
 
     def _store(self, key: tuple[object, ...], rendered: Rendered) -> None:
@@ -247,14 +320,17 @@ class Responder:
             del self._cache[next(iter(self._cache))]  # oldest first: cheap and good enough
         self._cache[key] = rendered
 
-    def _locate(self, query: Query, source: str) -> tuple[ClientLocation, int, int, bytes]:
+    def _locate(
+        self, query: Query, source: str, outcome: Outcome
+    ) -> tuple[ClientLocation, int, int, bytes]:
         """Return location, its ECS scope, the hashed prefix length and the tagged prefix."""
         ecs = query.ecs
         source_len: int | None = None
         if ecs is not None and ecs.source > 0:
-            self._events["ecs"] += 1
+            outcome.marks.append("ecs")
             family, packed, source_len = ecs.family, ecs.padded(), ecs.source
         else:
+            outcome.uses_source = True
             family, packed = _pack(source)
         granularity = V4_GRANULARITY if family == 1 else V6_GRANULARITY
         hash_len = min(8 * len(packed) if source_len is None else source_len, granularity)
@@ -279,7 +355,9 @@ class Responder:
 
     # --- writing messages ----------------------------------------------------------------
 
-    def _finish(self, query: Query, rendered: Rendered, scope: int, tcp: bool) -> bytes:
+    def _finish(
+        self, query: Query, rendered: Rendered, scope: int, tcp: bool, outcome: Outcome
+    ) -> bytes:
         """Wrap cached sections in this query's header, question and OPT record."""
         rcode = rendered.rcode
         flags = FLAG_QR | (query.flags & (FLAG_RD | FLAG_CD)) | (rcode & 0xF)
@@ -299,15 +377,15 @@ class Responder:
         else:
             limit = MIN_UDP_PAYLOAD
         size = HEADER.size + len(query.question) + len(rendered.sections) + len(opt)
-        self._count(rcode, rendered.ancount)
+        self._count(rcode, rendered.ancount, outcome)
         if size > limit:
-            self._events["truncated"] += 1
+            outcome.marks.append("truncated")
             header = HEADER.pack(query.id, flags | FLAG_TC, 1, 0, 0, 1 if opt else 0)
             return header + query.question + opt
         header = HEADER.pack(query.id, flags, 1, rendered.ancount, rendered.nscount, arcount)
         return header + query.question + rendered.sections + opt
 
-    def _bare(self, query: Query, rcode: int, truncated: bool = False) -> bytes:
+    def _bare(self, query: Query, rcode: int, outcome: Outcome, truncated: bool = False) -> bytes:
         """Return a response with no records: an error, or a truncated (slipped) answer."""
         flags = FLAG_QR | (query.flags & (FLAG_RD | FLAG_CD)) | (rcode & 0xF)
         if truncated:
@@ -317,21 +395,20 @@ class Responder:
             options = b"" if query.ecs is None else query.ecs.option(0)
             opt = opt_record(self._max_udp, rcode, query.dnssec_ok, options)
         qdcount = 1 if query.question else 0
-        self._count(rcode, 1)
+        self._count(rcode, 1, outcome)
         header = HEADER.pack(query.id, flags, qdcount, 0, 0, 1 if opt else 0)
         return header + query.question + opt
 
-    def _count(self, rcode: int, ancount: int) -> None:
-        events = self._events
-        events["answered"] += 1
-        rcodes = self.counters.rcode
-        name = RCODE_NAMES.get(rcode, "other")
-        rcodes[name] = rcodes.get(name, 0) + 1
+    @staticmethod
+    def _count(rcode: int, ancount: int, outcome: Outcome) -> None:
+        marks = outcome.marks
+        marks.append("answered")
+        outcome.rcode = RCODE_NAMES.get(rcode, "other")
         event = _EVENT_OF_RCODE.get(rcode)
         if event is not None:
-            events[event] += 1
+            marks.append(event)
         elif rcode == NOERROR and ancount == 0:
-            events["nodata"] += 1
+            marks.append("nodata")
 
 
 def _pack(address: str) -> tuple[int, bytes]:

@@ -97,6 +97,7 @@ class DnsServer:
         out["table_version"] = snapshot.version
         out["table_source"] = snapshot.source
         out["cache_entries"] = self.responder.cache_entries
+        out["reply_cache_entries"] = len(self.responder.replies)
         out["tcp_open"] = len(self._connections)
         return out
 
@@ -136,7 +137,7 @@ class DnsServer:
                 if self.config.port:
                     raise
                 continue
-            self._udp = UdpReader(sock, self.responder.handle, self.counters)
+            self._udp = UdpReader(sock, self.responder.handle_udp, self.counters)
             loop.add_reader(sock.fileno(), self._udp.on_readable)
             self.host, self.port = host, port
             break

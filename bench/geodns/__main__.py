@@ -1,0 +1,248 @@
+"""Compare this project's GeoDNS server with PowerDNS (geoip backend) and gdnsd (geoip plugin).
+
+    .venv/bin/python -m bench.geodns [--duration 20] [--latency-seconds 10] [--rounds 1]
+        [--workers 1,2] [--threads 1] [--servers trafficmgr,powerdns,gdnsd]
+
+From one fleet (``examples/fleet.yaml``) it compiles the answers every server must give (same
+zone, names, client zones and region addresses; ``plan``) and writes PowerDNS's and gdnsd's
+configurations from it (``competitors``). Then, one server at a time (ours first, then with
+each ``--workers`` count, then PowerDNS and gdnsd with ``--threads`` UDP threads in their one
+process), it starts the server alone on a free loopback port (rate limiting off for ours;
+the others have none), checks with dig that MaxMind's test addresses get the right region
+with ECS and without (``verify``), sends the query file once (the first pass: every query
+new to the server, its caches cold), loads it with dnsperf for ``--duration`` seconds
+(``--rounds`` times, each with a fresh start; the median counts), and runs it once more at
+half our single-process peak rate with every answer timed, for p50/p99. The same query file
+and concurrency for all: A and AAAA for every name, 85 % with an ECS option spread over the
+test database's networks and over prefixes it does not know (``queries``).
+
+It prints a Markdown table with each server's rate as a ratio of PowerDNS's and gdnsd's in
+the same run, and whether our targets are met. It installs nothing: when a tool is missing
+it names the Debian package to install and exits with status 2; a wrong geo answer makes the
+exit status 1.
+
+Everything shares the machine's cores with dnsperf (and with whatever else runs), so the
+absolute rates move from run to run; the ratios of one run are the figures to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.geodns import servers  # noqa: E402
+from bench.geodns.perf import CLIENTS, IN_FLIGHT, PerfResult, run_dnsperf  # noqa: E402
+from bench.geodns.plan import Plan, make_plan  # noqa: E402
+from bench.geodns.queries import QueryMix, make_queries, write_binary  # noqa: E402
+from bench.geodns.verify import verify  # noqa: E402
+
+FLEET = ROOT / "examples" / "fleet.yaml"
+DATABASES = (
+    ROOT.parent / "shared" / "data" / "geoip" / "GeoIP2-City-Test.mmdb",
+    ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb",
+)
+OURS = "trafficmgr"
+LABELS = {"trafficmgr": "trafficmgr", "powerdns": "PowerDNS geoip", "gdnsd": "gdnsd geoip"}
+TARGET_LATENCY_MS = 2.0
+
+Run = tuple[str, int]  # server, worker processes (ours only)
+
+
+def _label(name: str, workers: int) -> str:
+    return LABELS[name] + (f" --workers {workers}" if workers > 1 else "")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per throughput run")
+    parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no latency runs")
+    parser.add_argument("--rounds", type=int, default=1, help="throughput runs per server (median)")
+    parser.add_argument("--queries", type=int, default=20_000, help="queries in the file")
+    parser.add_argument("--prefixes", type=int, default=3000, help="unknown client prefixes")
+    parser.add_argument("--workers", default="1", help="our server's worker counts, e.g. 1,2")
+    parser.add_argument("--servers", default="trafficmgr,powerdns,gdnsd")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="UDP threads of PowerDNS and gdnsd (one process)"
+    )
+    parser.add_argument("--fleet", type=Path, default=FLEET)
+    parser.add_argument(
+        "--geoip-db", type=Path, default=next((d for d in DATABASES if d.exists()), None)
+    )
+    args = parser.parse_args()
+    names = [s.strip() for s in args.servers.split(",") if s.strip()]
+    if unknown := [n for n in names if n not in LABELS]:
+        parser.error(f"unknown servers: {', '.join(unknown)}")
+    missing = servers.missing_packages(names)
+    if missing:
+        print(f"missing: apt-get install {' '.join(sorted(set(missing)))}", file=sys.stderr)
+        return 2
+    if args.geoip_db is None or not args.geoip_db.exists():
+        print("missing: MaxMind's GeoIP2-City-Test.mmdb (tests/data/geoip/)", file=sys.stderr)
+        return 2
+    plan = make_plan(args.fleet)
+    mix = QueryMix(
+        names=tuple(f"{label}.{plan.zone}" for label in plan.names),
+        count=args.queries,
+        unknown_prefixes=args.prefixes,
+    )
+    queries, ecs = make_queries(mix, args.geoip_db)
+    counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    runs: list[Run] = [(OURS, w) for w in counts if OURS in names]  # ours first: sets the rate
+    runs += [(n, 1) for n in names if n != OURS]
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-dns-") as tmp:
+        workdir = Path(tmp)
+        data = workdir / "queries.bin"
+        write_binary(queries, data)
+        sessions: dict[Run, list[Session]] = {run: [] for run in runs}
+        failures = 0
+        rate = 0.0
+        for round_ in range(args.rounds):
+            for run in runs:
+                first = round_ == 0
+                session = _session(args, plan, workdir, data, run, rate if first else 0, first)
+                failures += session.wrong
+                sessions[run].append(session)
+                if run == runs[0] and first:
+                    rate = session.peak.qps / 2
+    _print_table(args, runs, sessions, rate, ecs, len(queries), load)
+    return 1 if failures else 0
+
+
+@dataclass
+class Session:
+    """One server started once: its cold pass, its peak and (first round) its latency run."""
+
+    cold: PerfResult
+    peak: PerfResult
+    half: PerfResult | None
+    wrong: int
+
+
+def _session(
+    args: argparse.Namespace,
+    plan: Plan,
+    workdir: Path,
+    data: Path,
+    run: Run,
+    rate: float,
+    check: bool,
+) -> Session:
+    """Start a server, check its answers, warm it, measure it, stop it."""
+    name, workers = run
+    label = _label(name, workers)
+    running = servers.start(
+        name, plan, workdir, args.geoip_db, args.fleet, ROOT, workers, args.threads
+    )
+    try:
+        wrong = _report_checks(label, plan, running.port, args.geoip_db) if check else 0
+        cold = run_dnsperf(running.port, data, 0, passes=1)  # every query new to the server
+        peak = run_dnsperf(running.port, data, args.duration)
+        if not rate and check:
+            rate = peak.qps / 2  # the first server sets the latency runs' rate
+        half = None
+        if check and args.latency_seconds > 0:
+            half = run_dnsperf(running.port, data, args.latency_seconds, rate, latencies=True)
+    finally:
+        running.stop()
+    print(
+        f"  {label}: first pass {cold.qps:,.0f} qps; warm {peak.qps:,.0f} qps, lost {peak.lost}"
+        + (f"; at {rate:,.0f} qps p99 {half.p99_ms:.2f} ms, lost {half.lost}" if half else "")
+    )
+    return Session(cold, peak, half, wrong)
+
+
+def _report_checks(label: str, plan: Plan, port: int, database: Path) -> int:
+    checks = verify(plan, port, database)
+    bad = [c for c in checks if not c.ok]
+    print(f"{label}: geo answers {len(checks) - len(bad)}/{len(checks)} correct (dig)")
+    for check in bad[:10]:
+        print(
+            f"  WRONG {check.client} {check.name} {check.rdtype} ({check.place}): got "
+            f"{sorted(check.got)}, expected one of {sorted(check.expected)}"
+            + ("" if check.ecs_echoed else ", no Client Subnet in the reply")
+        )
+    return len(bad)
+
+
+def _ratios(sessions: dict[Run, list[Session]], run: Run, rival: Run) -> list[float]:
+    """Return a server's rate over a rival's, round by round (each pair measured back to back)."""
+    pairs = zip(sessions.get(run, []), sessions.get(rival, []), strict=False)
+    return [a.peak.qps / b.peak.qps for a, b in pairs if b.peak.qps]
+
+
+def _ratio_text(ratios: list[float]) -> str:
+    if not ratios:
+        return "-"
+    text = f"{statistics.median(ratios):.2f}"
+    if len(ratios) > 1:
+        text += f" ({min(ratios):.2f}–{max(ratios):.2f})"
+    return text
+
+
+def _print_table(
+    args: argparse.Namespace,
+    runs: list[Run],
+    sessions: dict[Run, list[Session]],
+    rate: float,
+    ecs: float,
+    count: int,
+    load: tuple[float, float, float],
+) -> None:
+    pdns, gdnsd = ("powerdns", 1), ("gdnsd", 1)
+    print()
+    print(
+        f"dnsperf, {args.duration:g} s per server x {args.rounds} round(s) after one warm-up "
+        f"pass, {IN_FLIGHT} queries in flight from {CLIENTS} ports, {count} queries "
+        f"(A/AAAA, {ecs:.0%} with ECS), {os.cpu_count()} cores shared with dnsperf, load "
+        f"average before {load[0]:.1f}, {args.threads} UDP thread(s) per competitor"
+    )
+    print(
+        f"qps: median of the rounds; × PowerDNS, × gdnsd: median of the rounds' ratios (range); "
+        f"latency: each server at {rate:,.0f} qps (half our single-process peak), "
+        f"{args.latency_seconds:g} s, every answer timed"
+    )
+    print()
+    print(
+        "| server | qps (first pass) | qps | lost | p50 / p99 ms at half | lost at half "
+        "| × PowerDNS | × gdnsd |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for run in runs:
+        found = sessions[run]
+        peak = statistics.median(s.peak.qps for s in found)
+        lost = sum(s.peak.lost + s.cold.lost for s in found)
+        slow = found[0].half
+        latency = f"{slow.p50_ms:.2f} / {slow.p99_ms:.2f}" if slow else "-"
+        print(
+            f"| {_label(*run)} | {found[0].cold.qps:,.0f} | {peak:,.0f} | {lost} | {latency} "
+            f"| {slow.lost if slow else '-'} | {_ratio_text(_ratios(sessions, run, pdns))} "
+            f"| {_ratio_text(_ratios(sessions, run, gdnsd))} |"
+        )
+    ours = (OURS, 1)
+    if ours in sessions and pdns in sessions and gdnsd in sessions:
+        found = sessions[ours]
+        slow = found[0].half
+        lost = sum(s.peak.lost + s.cold.lost for s in found) + (slow.lost if slow else 0)
+        fast = slow is not None and slow.p99_ms <= TARGET_LATENCY_MS
+        verdicts = [
+            ("≥ 1.0 × PowerDNS", statistics.median(_ratios(sessions, ours, pdns)) >= 1.0),
+            ("≥ 0.5 × gdnsd", statistics.median(_ratios(sessions, ours, gdnsd)) >= 0.5),
+            ("no lost queries", lost == 0),
+            (f"p99 ≤ {TARGET_LATENCY_MS:g} ms at half rate", fast),
+        ]
+        print()
+        print("targets: " + "; ".join(f"{t} {'met' if ok else 'NOT met'}" for t, ok in verdicts))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Whole replies by query, for the UDP fast path: the query's bytes in, the reply's bytes out.
+
+A reply is a pure function of the query's bytes after its ID (question with its letter case,
+flags, EDNS buffer size, the ECS option with its address and source prefix), of the table
+and zone being served, and, for a routed name asked without ECS (or with a source prefix of
+0), of the client's /24 (IPv4) or /56 (IPv6) source prefix, which then locates the client
+and picks among weighted regions. So a reply rendered once is kept under the query's bytes
+minus the ID (plus that source prefix when it was used) and sent again with the next query's
+ID in front: no parsing, no lookup, no rendering. The ECS scope, the pick among weighted
+regions (by client prefix) and truncation are those of the reply first rendered, which is
+what rendering it again would give.
+
+Entries belong to one generation (the table snapshot and zone they were rendered from); the
+first query after a table swap finds the generation changed and starts an empty cache, so
+the table version is part of every key without being spelled out. Each entry also names the
+counters its query moves (``Counters.signature``), which a hit counts with one increment.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Hashable
+from typing import TypeVar
+
+_MAPPED = b"\x00" * 10 + b"\xff\xff"
+
+Entry = tuple[bytes, int]  # the reply after its ID, the counters' signature
+K = TypeVar("K", bound=Hashable)
+
+
+def source_bucket(source: str) -> str:
+    """Return the client prefix a reply without ECS depends on: the /24 or /56 of ``source``.
+
+    These are the prefixes the responder locates and hashes a source address by (its
+    ``V4_GRANULARITY`` and ``V6_GRANULARITY``).
+    """
+    dot = source.rfind(".")
+    if dot >= 0:  # IPv4, or IPv4-mapped IPv6 ("::ffff:192.0.2.1")
+        return source[:dot]
+    try:
+        packed = socket.inet_pton(socket.AF_INET6, source.split("%", 1)[0])
+    except OSError:
+        return source
+    return packed[:7].hex()
+
+
+class ReplyCache:
+    """Rendered replies of one generation, bounded; ``fixed`` for replies of any source."""
+
+    __slots__ = ("by_source", "fixed", "limit", "snapshot", "zone")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.snapshot: object = None
+        self.zone: object = None
+        self.fixed: dict[bytes, Entry] = {}
+        self.by_source: dict[tuple[bytes, str], Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self.fixed) + len(self.by_source)
+
+    def reset(self, snapshot: object, zone: object) -> None:
+        """Start the generation of ``snapshot`` and ``zone``, empty (a new dict: an atomic swap)."""
+        self.fixed = {}
+        self.by_source = {}
+        self.snapshot = snapshot
+        self.zone = zone
+
+    def get(self, key: bytes, source: str) -> Entry | None:
+        """Return the entry of a query (its bytes after the ID) from ``source``, if any."""
+        entry = self.fixed.get(key)
+        if entry is None and self.by_source:
+            entry = self.by_source.get((key, source_bucket(source)))
+        return entry
+
+    def put(self, key: bytes, bucket: str | None, tail: bytes, signature: int) -> None:
+        """Keep a reply (minus its ID); ``bucket`` is the source prefix it depends on, if any."""
+        if bucket is None:
+            _bounded_put(self.fixed, key, (tail, signature), self.limit)
+        else:
+            _bounded_put(self.by_source, (key, bucket), (tail, signature), self.limit)
+
+
+def _bounded_put(table: dict[K, Entry], key: K, entry: Entry, limit: int) -> None:
+    if len(table) >= limit and key not in table:
+        del table[next(iter(table))]  # the oldest first: cheap, and fair to a changing mix
+    table[key] = entry
