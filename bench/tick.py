@@ -4,19 +4,28 @@ A tick here is the whole service (``regions.controlloop.run_tick``): the fleet f
 2,000 heartbeats from the hot state, evaluate_fleet, compile_table against the previous table,
 machines and evaluation back to the hot state, events, the history row, publish, dashboard.
 Each timed tick sees fresh heartbeats (new loads), so each one publishes a new version: the
-worst case. Also timed: reloading the fleet from the database (``snapshot.load``), to decide
-between caching it and reloading it every tick.
+worst case. Printed: wall time and this process's CPU time per tick (CPU time leaves out the
+waits for Redis, the database and a busy core, so it stays comparable on a shared machine;
+it also counts the fleet reload that ``run_tick`` makes after a tick every ~7 s), and wall
+time per phase of the tick. Also timed: reloading the fleet from the database
+(``snapshot.load``), to decide between caching it and reloading it every tick.
 
 Run: .venv/bin/python bench/tick.py [--ticks 10] [--redis-url redis://127.0.0.1:6379/13]
-     [--database-url postgres://postgres@127.0.0.1:5432/trafficmgr_bench]
+     [--database-url postgres://postgres@127.0.0.1:5432/trafficmgr_bench] [--profile N]
+     [--dashboards N]
 Without --database-url a temporary SQLite file is used; without --redis-url the in-process
-hot state. The fleet and heartbeats come from bench/engine_table.py.
+hot state and channel layer (with it, Redis for both, as deployed). ``--dashboards N``
+subscribes N channels to the dashboard group, as N web processes with dashboards open do
+(each table update is then serialised once per process). The fleet and heartbeats come from
+bench/engine_table.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -29,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def setup(database_url: str | None) -> None:
-    """Point Django at a throwaway database and migrate it."""
+def setup(database_url: str | None, redis_url: str | None) -> None:
+    """Point Django at a throwaway database and migrate it; dashboard pushes go to Redis."""
     var = tempfile.mkdtemp(prefix="trafficmgr-bench-")
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
     os.environ["TRAFFICMGR_VAR_DIR"] = var
@@ -42,6 +51,15 @@ def setup(database_url: str | None) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
+    if redis_url:
+        from django.conf import settings
+
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [redis_url]},
+            }
+        }
 
 
 def load_fleet() -> None:
@@ -60,6 +78,31 @@ def load_fleet() -> None:
         apply_plan(plan_fleet(replace(fleet, clients=clients)), force=True)
 
 
+def subscribe(n: int) -> list[str]:
+    """Add ``n`` channels to the dashboard group, as the live feeds of ``n`` web processes."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from regions.controlrecord import DASHBOARD_GROUP
+
+    layer = get_channel_layer()
+    channels = [async_to_sync(layer.new_channel)() for _ in range(n)]
+    for channel in channels:
+        async_to_sync(layer.group_add)(DASHBOARD_GROUP, channel)
+    return channels
+
+
+def unsubscribe(channels: list[str]) -> None:
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from regions.controlrecord import DASHBOARD_GROUP
+
+    layer = get_channel_layer()
+    for channel in channels:  # what they were sent expires with the channel layer's expiry
+        async_to_sync(layer.group_discard)(DASHBOARD_GROUP, channel)
+
+
 def ms(values: list[float]) -> str:
     values = sorted(values)
     p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
@@ -74,8 +117,14 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=10)
     parser.add_argument("--redis-url", default=None)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="print the N costliest functions"
+    )
+    parser.add_argument(
+        "--dashboards", type=int, default=0, metavar="N", help="web processes with dashboards"
+    )
     args = parser.parse_args()
-    setup(args.database_url)
+    setup(args.database_url, args.redis_url)
 
     from engine_table import heartbeats
 
@@ -91,6 +140,7 @@ def main() -> None:
         else hotstate.MemoryHotState()
     )
     hotstate.use(store)
+    listeners = subscribe(args.dashboards)
     try:
         reloads = []
         for _ in range(5):
@@ -114,23 +164,35 @@ def main() -> None:
             f"first tick (cold)     {(time.perf_counter() - t) * 1000:7.1f} ms, "
             f"{len(store.table().zones)} zones"
         )
-        durations, published, recorded = [], 0, 0
-        reads = []
+        durations, cpu, published, recorded = [], [], 0, 0
+        phases: dict[str, list[float]] = {}
+        profile = cProfile.Profile() if args.profile else None
         for i in range(1, args.ticks + 1):
             now += 1.0
             for hb in heartbeats(fleet, now, seed=i).values():
                 store.put_heartbeat(replace(hb, seq=i + 1), i)
-            t = time.perf_counter()
-            store.heartbeats()
-            reads.append(time.perf_counter() - t)
+            if profile is not None:
+                profile.enable()
+            c = time.process_time()
             result = controlloop.run_tick(now, interval_s=60)
+            cpu.append(time.process_time() - c)
+            if profile is not None:
+                profile.disable()
             durations.append(result.duration_s)
             published += result.changed
             recorded += result.recorded
+            for name, seconds in result.phases:
+                phases.setdefault(name, []).append(seconds)
         print(f"tick (new loads)      {ms(durations)}; {published} published, {recorded} recorded")
-        print(f"  of which: read {n_eps} heartbeats  {ms(reads)}")
+        print(f"  CPU time            {ms(cpu)}")
+        for name, values in phases.items():
+            print(f"  {name:<19} {ms(values)}")
+        print(f"  ({n_eps} heartbeats read per tick)")
+        if profile is not None:
+            pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
         assert first.ran
     finally:
+        unsubscribe(listeners)
         if isinstance(store, RedisHotState):
             store.reset()
         hotstate.use(None)

@@ -31,7 +31,7 @@ from trafficmgr.routing.failover import (
     evaluate_fleet,
     new_machine,
 )
-from trafficmgr.routing.table import compile_table, diff_tables, table_to_json
+from trafficmgr.routing.table import compile_table
 from trafficmgr.routing.types import Heartbeat, RoutingTable
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,21 @@ class TickResult:
     transitions: tuple[Transition, ...] = ()
     duration_s: float = 0.0
     overran: bool = False
+    phases: tuple[tuple[str, float], ...] = ()  # seconds per phase of the tick, in order
+
+
+class PhaseClock:
+    """Time the phases of one tick (wall clock, in order)."""
+
+    def __init__(self) -> None:
+        self.phases: list[tuple[str, float]] = []
+        self._last = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        """Close the phase that ran since the previous mark."""
+        now = time.perf_counter()
+        self.phases.append((name, now - self._last))
+        self._last = now
 
 
 def tick_seconds() -> float:
@@ -88,34 +103,59 @@ def run_tick(now: float | None = None, *, interval_s: float | None = None) -> Ti
     overran = duration > interval
     metrics.observe_tick(duration, overran, at)
     if overran:
-        log.warning("tick took %.3f s, longer than the %.3f s interval", duration, interval)
+        log.warning(
+            "tick took %.3f s, longer than the %.3f s interval (%s)",
+            duration,
+            interval,
+            ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in result.phases),
+        )
+    _refresh_fleet_between_ticks()
     return replace(result, duration_s=duration, overran=overran)
+
+
+def _refresh_fleet_between_ticks() -> None:
+    """Reload a fleet view about to expire now, so that the next tick does not wait for it."""
+    try:
+        snapshot.refresh_ahead()
+    except Exception:  # the next tick reloads it itself
+        log.exception("reloading the fleet between ticks failed")
 
 
 def tick(store: HotState, now: float) -> TickResult:
     """Evaluate the fleet once and publish the table if it changed (lock already held)."""
+    clock = PhaseClock()
     view = snapshot.current()
+    clock.mark("fleet")
     heartbeats = store.heartbeats()
+    clock.mark("heartbeats")
     machines = with_pauses(store.machines(), view.paused, [r.name for r in view.fleet.regions], now)
     evaluation = evaluate_fleet(view.fleet, heartbeats, machines, now)
+    clock.mark("evaluate")
     previous = store.table()
     table = compile_table(view.fleet, evaluation.statuses, now, previous=previous)
+    clock.mark("compile")
     store.set_machines(evaluation.machines)
     old_doc = store.evaluation()
     new_doc = evaluation_doc(evaluation, heartbeats, now)
     store.set_evaluation(new_doc)
     flips = controlrecord.endpoint_flips(old_doc, new_doc)
+    clock.mark("state")
     changed = previous is None or table.version != previous.version
-    diff = diff_tables(previous, table) if changed else None
-    doc = table_to_json(table) if changed else None
+    update = controlrecord.TableUpdate.of(previous, table) if changed else None
+    clock.mark("diff")
     with transaction.atomic():
         controlrecord.record_events(evaluation.transitions, flips, table.version, now)
-        recorded = controlrecord.record_version(table, doc, now) if doc is not None else False
-    if doc is not None and diff is not None:
-        store.publish_table(table, doc)
+        recorded = controlrecord.record_version(update, now) if update is not None else False
+    clock.mark("record")
+    if update is not None:
+        store.publish_table(table, update.doc, update.text)
         metrics.count_publish()
-        controlrecord.notify_dashboard(table, doc, diff, evaluation.transitions)
-    return TickResult(True, table.version, changed, recorded, evaluation.transitions)
+        clock.mark("publish")
+        controlrecord.notify_dashboard(update, evaluation.transitions)
+        clock.mark("dashboard")
+    return TickResult(
+        True, table.version, changed, recorded, evaluation.transitions, phases=tuple(clock.phases)
+    )
 
 
 def with_pauses(

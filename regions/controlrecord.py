@@ -6,6 +6,9 @@ recorded one: a region changed state, a list moved at least ``HISTORY_MIN_MOVED`
 traffic, or ``HISTORY_MAX_GAP_S`` passed. Headroom moves weights a little on most ticks under
 load; recording each of those would add ~86,000 rows a day and bury the changes that matter.
 Each row's diff is against the previous row, so the history reads as one chain.
+
+A new version's JSON, diff and diff document are computed once (``TableUpdate``) and shared
+by the history row, the hot state's publish and the dashboard push.
 """
 
 from __future__ import annotations
@@ -14,13 +17,17 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db import models
+from django.db.models.functions import Cast
 
+from regions.hotstate import json_bytes
 from regions.models import Event, EventKind, RoutingTableVersion
 from trafficmgr.routing.failover import Transition
-from trafficmgr.routing.table import diff_tables, table_from_json
+from trafficmgr.routing.table import diff_tables, table_from_json, table_to_json
 from trafficmgr.routing.table_diff import TableDiff
 from trafficmgr.routing.types import RegionState, RoutingTable, WeightedRegion
 
@@ -70,6 +77,24 @@ def diff_doc(diff: TableDiff) -> dict[str, Any]:
         ],
         "lists_changed": len(diff.lists),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class TableUpdate:
+    """A new table version with what its consumers need, each computed once."""
+
+    table: RoutingTable
+    previous: RoutingTable | None  # the table published before it
+    diff: TableDiff  # from ``previous``
+    diff_doc: dict[str, Any]
+    doc: dict[str, Any]  # ``table_to_json``
+    text: bytes  # ``doc`` as JSON
+
+    @classmethod
+    def of(cls, previous: RoutingTable | None, table: RoutingTable) -> TableUpdate:
+        diff = diff_tables(previous, table)
+        doc = table_to_json(table)
+        return cls(table, previous, diff, diff_doc(diff), doc, json_bytes(doc))
 
 
 def transition_doc(t: Transition) -> dict[str, Any]:
@@ -158,25 +183,40 @@ def should_record(diff: TableDiff, recorded: RoutingTable | None, now: float) ->
     return diff.max_moved >= HISTORY_MIN_MOVED or now - recorded.generated_at >= HISTORY_MAX_GAP_S
 
 
-def record_version(table: RoutingTable, doc: dict[str, Any], now: float) -> bool:
+def _version_of(table: RoutingTable | None) -> str | None:
+    return table.version if table is not None else None
+
+
+def _as_json(text: bytes) -> Cast:
+    """Store JSON text as it is: the database parses it, nothing encodes it again."""
+    return Cast(models.Value(text.decode()), output_field=models.JSONField())
+
+
+def record_version(update: TableUpdate, now: float) -> bool:
     """Store the table in the history when it changed materially; return whether it did."""
     global _recorded
+    table = update.table
     recorded = last_recorded()
     if recorded is not None and recorded.version == table.version:
         return False
-    diff = diff_tables(recorded, table)
+    same_base = _version_of(recorded) == _version_of(update.previous)
+    diff = update.diff if same_base else diff_tables(recorded, table)
     if not should_record(diff, recorded, now):
         return False
     # A version is a content hash: a table may return to an earlier content. The row then
-    # moves to the head of the history with its new diff.
-    RoutingTableVersion.objects.update_or_create(
+    # moves to the head of the history with its new diff (one INSERT ... ON CONFLICT).
+    row = RoutingTableVersion(
         version=table.version,
-        defaults={
-            "generated_at": _utc(table.generated_at),
-            "table": doc,
-            "diff": diff_doc(diff),
-            "reason": diff.summary()[:2000],
-        },
+        generated_at=_utc(table.generated_at),
+        table=_as_json(update.text),
+        diff=_as_json(json_bytes(update.diff_doc if same_base else diff_doc(diff))),
+        reason=diff.summary()[:2000],
+    )
+    RoutingTableVersion.objects.bulk_create(
+        [row],
+        update_conflicts=True,
+        unique_fields=["version"],
+        update_fields=["generated_at", "table", "diff", "reason"],
     )
     with _recorded_lock:
         _recorded = table
@@ -189,10 +229,9 @@ def forget() -> None:
     _recorded = None
 
 
-def notify_dashboard(
-    table: RoutingTable, doc: dict[str, Any], diff: TableDiff, transitions: Sequence[Transition]
-) -> None:
+def notify_dashboard(update: TableUpdate, transitions: Sequence[Transition]) -> None:
     """Push the new table to the dashboard group; a dashboard failure never fails a tick."""
+    table = update.table
     try:
         from channels.layers import get_channel_layer
 
@@ -202,8 +241,8 @@ def notify_dashboard(
         message = {
             "type": "table.update",
             "version": table.version,
-            "table": doc,
-            "diff": diff_doc(diff),
+            "table": update.doc,
+            "diff": update.diff_doc,
             "transitions": [transition_doc(t) for t in transitions],
         }
         async_to_sync(layer.group_send)(DASHBOARD_GROUP, message)

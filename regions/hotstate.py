@@ -8,10 +8,12 @@ the DNS server reads):
 
 - ``table`` JSON of the published table (``table_to_json``), ``table:version`` its version,
   both set in one MULTI; each publish also sends the JSON on the ``table:updates`` channel;
-- ``heartbeats`` hash endpoint → heartbeat JSON, ``heartbeats:meta`` hash endpoint →
-  ``"seq sent_at bucket"``, ``heartbeats:totals`` the agent's running error counts: a Lua
-  script compares and sets all three, so concurrent web processes agree on the latest;
-- ``machines``, ``evaluation`` JSON carried from tick to tick; ``drill:<endpoint>`` pending
+- ``heartbeats`` hash endpoint → heartbeat JSON (``StoredHeartbeat``), ``heartbeats:meta``
+  hash endpoint → ``"seq sent_at bucket"``, ``heartbeats:totals`` the agent's running error
+  counts: a Lua script compares and sets all three, so concurrent web processes agree on the
+  latest;
+- ``machines``, ``evaluation`` JSON carried from tick to tick, ``evaluation:stamp`` set with
+  each evaluation so that readers parse it once per tick; ``drill:<endpoint>`` pending
   drill instructions; ``lock:tick`` the tick lock (SET NX PX, released by compare-and-delete);
 - ``config-version`` bumped on every configuration write, ``token-version`` on every token
   write (cached principals are dropped, see ``regions.auth``); ``counters`` and ``tick`` hashes
@@ -20,6 +22,7 @@ the DNS server reads):
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -27,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 from django.conf import settings
 
 from trafficmgr.routing.failover import RegionMachine
@@ -68,50 +72,73 @@ def is_newer(seq: int, sent_at: float, old_seq: int, old_sent_at: float) -> bool
 
 # --- (de)serialisation -------------------------------------------------------------------
 
-
-def heartbeat_to_doc(hb: Heartbeat) -> dict[str, Any]:
-    """Return a compact JSON-able picture of a heartbeat (GPUs as rows)."""
-    doc: dict[str, Any] = {
-        "endpoint": hb.endpoint,
-        "seq": hb.seq,
-        "sent_at": hb.sent_at,
-        "received_at": hb.received_at,
-        "gpus": [
-            [
-                g.index,
-                g.uuid,
-                g.name,
-                g.util_pct,
-                g.mem_used_mb,
-                g.mem_total_mb,
-                g.temp_c,
-                g.power_w,
-                list(g.throttle_reasons),
-                g.ecc_errors,
-                g.xid_errors,
-            ]
-            for g in hb.gpus
-        ],
-    }
-    if hb.server is not None:
-        s = hb.server
-        doc["server"] = [
-            s.kind,
-            s.requests_running,
-            s.requests_waiting,
-            s.kv_cache_usage,
-            s.tokens_per_s,
-            s.ttft_p50_ms,
-            s.ttft_p99_ms,
-            list(s.models_loaded),
-        ]
-    if hb.probe is not None:
-        doc["probe"] = [hb.probe.ok, hb.probe.latency_ms]
-    return doc
+_json = msgspec.json.Encoder()
 
 
-def heartbeat_from_doc(doc: Mapping[str, Any]) -> Heartbeat:
-    """Rebuild a heartbeat from ``heartbeat_to_doc``'s picture."""
+def json_bytes(value: Any) -> bytes:
+    """Encode a JSON document as compact UTF-8 (the values ``json.loads`` gives back)."""
+    return _json.encode(value)
+
+
+class StoredHeartbeat(msgspec.Struct, omit_defaults=True):
+    """A heartbeat as the Redis hot state keeps it: JSON that decodes into the engine's types.
+
+    GPUs and the server sample are objects named like the engine's dataclasses, so the decoder
+    builds those itself; the probe is an ``[ok, latency_ms]`` pair; ``server`` and ``probe``
+    are left out when absent.
+    """
+
+    endpoint: str
+    seq: int
+    sent_at: float
+    received_at: float
+    gpus: tuple[GpuSample, ...]
+    server: ServerSample | None = None
+    probe: tuple[bool, float] | None = None
+
+
+_stored_heartbeat = msgspec.json.Decoder(StoredHeartbeat)
+
+
+def encode_heartbeat(hb: Heartbeat) -> bytes:
+    """Return the stored JSON of a heartbeat (see ``StoredHeartbeat``)."""
+    p = hb.probe
+    return _json.encode(
+        StoredHeartbeat(
+            hb.endpoint,
+            hb.seq,
+            hb.sent_at,
+            hb.received_at,
+            hb.gpus,
+            hb.server,
+            None if p is None else (p.ok, p.latency_ms),
+        )
+    )
+
+
+def decode_heartbeat(raw: bytes | str) -> Heartbeat:
+    """Rebuild a heartbeat from its stored JSON (either layout, see ``heartbeat_from_rows``)."""
+    try:
+        s = _stored_heartbeat.decode(raw)
+    except msgspec.ValidationError:
+        return heartbeat_from_rows(json.loads(raw))
+    p = s.probe
+    return Heartbeat(
+        s.endpoint,
+        s.seq,
+        s.sent_at,
+        s.received_at,
+        s.gpus,
+        s.server,
+        None if p is None else ProbeSample(p[0], p[1]),
+    )
+
+
+def heartbeat_from_rows(doc: Mapping[str, Any]) -> Heartbeat:
+    """Rebuild a heartbeat stored with GPUs and server as rows (the layout before objects).
+
+    A silent endpoint's last heartbeat stays in Redis, so this layout can outlive an upgrade.
+    """
     s = doc.get("server")
     p = doc.get("probe")
     return Heartbeat(
@@ -179,7 +206,9 @@ class HotState(Protocol):
     def set_evaluation(self, doc: Mapping[str, Any]) -> None: ...
     def table(self) -> RoutingTable | None: ...
     def table_version(self) -> str | None: ...
-    def publish_table(self, table: RoutingTable, doc: dict[str, Any] | None = None) -> None: ...
+    def publish_table(
+        self, table: RoutingTable, doc: dict[str, Any] | None = None, text: bytes | None = None
+    ) -> None: ...
     def set_drill(self, endpoint: str, instruction: Mapping[str, Any], ttl_s: float) -> None: ...
     def pop_drill(self, endpoint: str) -> dict[str, Any] | None: ...
     def tick_lock(self, ttl_s: float) -> Any: ...
@@ -266,7 +295,9 @@ class MemoryHotState:
         table = self._table
         return table.version if table is not None else None
 
-    def publish_table(self, table: RoutingTable, doc: dict[str, Any] | None = None) -> None:
+    def publish_table(
+        self, table: RoutingTable, doc: dict[str, Any] | None = None, text: bytes | None = None
+    ) -> None:
         self._table = table
         for listener in list(self.listeners):
             listener(table)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 from redis.exceptions import NoScriptError
 
 from regions.hotstate import (
@@ -20,8 +21,9 @@ from regions.hotstate import (
     TABLE_CHANNEL_SUFFIX,
     HeartbeatPut,
     PutResult,
-    heartbeat_from_doc,
-    heartbeat_to_doc,
+    decode_heartbeat,
+    encode_heartbeat,
+    json_bytes,
     machine_from_doc,
     machine_to_doc,
 )
@@ -61,6 +63,14 @@ return 0
 """
 
 
+def _loads(raw: str | bytes) -> Any:
+    """Parse JSON fast; documents written with NaN or Infinity still parse (slowly)."""
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw)
+
+
 def _put_result(raw: list[Any]) -> PutResult:
     ok, fresh, *drill = raw
     pending = json.loads(drill[0]) if drill and drill[0] else None
@@ -79,6 +89,10 @@ class RedisHotState:
         self._release = self.redis.register_script(_RELEASE_LUA)
         self._cached_table: RoutingTable | None = None
         self._table_checked = 0.0
+        # Heartbeats decoded before, by endpoint: (stored JSON, heartbeat); reused while the
+        # stored JSON is the same.
+        self._beats: dict[str, tuple[str, Heartbeat]] = {}
+        self._evaluation: tuple[str, dict[str, Any]] | None = None  # (stamp, document)
         self._config: tuple[float, int] | None = None  # (checked at, version)
         self._tokens: tuple[float, int] | None = None
         self._pending: dict[str, float] = {}
@@ -95,6 +109,8 @@ class RedisHotState:
         if keys:
             self.redis.delete(*keys)
         self._cached_table = None
+        self._beats = {}
+        self._evaluation = None
         self._config = None
         self._tokens = None
         with self._pending_lock:
@@ -144,7 +160,7 @@ class RedisHotState:
             hb.seq,
             repr(hb.sent_at),
             bucket,
-            json.dumps(heartbeat_to_doc(hb), separators=(",", ":")),
+            encode_heartbeat(hb),
             RESTART_GAP_S,
             json.dumps(totals or {}, separators=(",", ":")),
         ]
@@ -155,30 +171,61 @@ class RedisHotState:
         return json.loads(raw) if raw else {}
 
     def heartbeats(self, names: Iterable[str] | None = None) -> dict[str, Heartbeat]:
+        """Return the latest heartbeats (one HGETALL or HMGET), decoding only new ones."""
         key = self.key("heartbeats")
         if names is None:
             raw = self.redis.hgetall(key)
         else:
             wanted = list(names)
             raw = dict(zip(wanted, self.redis.hmget(key, wanted), strict=True)) if wanted else {}
-        return {n: heartbeat_from_doc(json.loads(v)) for n, v in raw.items() if v}
+        seen = self._beats
+        out = {}
+        for name, value in raw.items():
+            if not value:
+                continue
+            hit = seen.get(name)
+            if hit is not None and hit[0] == value:
+                out[name] = hit[1]
+            else:
+                out[name] = hb = decode_heartbeat(value)
+                seen[name] = (value, hb)
+        if names is None and len(seen) > len(out):  # endpoints gone from the hash
+            for name in [n for n in seen if n not in out]:
+                seen.pop(name, None)
+        return out
 
     def machines(self) -> dict[str, RegionMachine]:
         raw = self.redis.get(self.key("machines"))
         if not raw:
             return {}
-        return {name: machine_from_doc(doc) for name, doc in json.loads(raw).items()}
+        return {name: machine_from_doc(doc) for name, doc in _loads(raw).items()}
 
     def set_machines(self, machines: Mapping[str, RegionMachine]) -> None:
         doc = {name: machine_to_doc(m) for name, m in machines.items()}
-        self.redis.set(self.key("machines"), json.dumps(doc))
+        self.redis.set(self.key("machines"), json_bytes(doc))
 
     def evaluation(self) -> dict[str, Any]:
-        raw = self.redis.get(self.key("evaluation"))
-        return json.loads(raw) if raw else {}
+        """Return the last evaluation; parsed again only when a tick stored a new one."""
+        stamp_key = self.key("evaluation:stamp")
+        cached = self._evaluation
+        if cached is not None and self.redis.get(stamp_key) == cached[0]:
+            return cached[1]
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.get(stamp_key)
+        pipe.get(self.key("evaluation"))
+        stamp, raw = pipe.execute()
+        doc: dict[str, Any] = _loads(raw) if raw else {}
+        self._evaluation = (stamp, doc) if stamp else None
+        return doc
 
     def set_evaluation(self, doc: Mapping[str, Any]) -> None:
-        self.redis.set(self.key("evaluation"), json.dumps(doc, separators=(",", ":")))
+        """Store the evaluation (a JSON-shaped document) and a new stamp in one MULTI."""
+        stamp = uuid.uuid4().hex
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(self.key("evaluation"), json_bytes(doc))
+        pipe.set(self.key("evaluation:stamp"), stamp)
+        pipe.execute()
+        self._evaluation = (stamp, dict(doc))
 
     def table_version(self) -> str | None:
         value = self.redis.get(self.key("table:version"))
@@ -202,8 +249,12 @@ class RedisHotState:
         self._cached_table = table_from_json(json.loads(raw))
         return self._cached_table
 
-    def publish_table(self, table: RoutingTable, doc: dict[str, Any] | None = None) -> None:
-        text = json.dumps(doc or table_to_json(table), separators=(",", ":"))
+    def publish_table(
+        self, table: RoutingTable, doc: dict[str, Any] | None = None, text: bytes | None = None
+    ) -> None:
+        """Store and announce the table; ``text`` is its JSON when the caller has it already."""
+        if text is None:
+            text = json_bytes(doc if doc is not None else table_to_json(table))
         pipe = self.redis.pipeline(transaction=True)
         pipe.set(self.key("table"), text)
         pipe.set(self.key("table:version"), table.version)

@@ -4,6 +4,9 @@ Every configuration write bumps ``config-version`` in the hot state (signals in
 ``regions.models_loop``); a process reloads ``fleet_snapshot()`` when the version it cached
 differs, and at least every ``MAX_AGE_S`` in case a write bypassed the signals (a queryset
 ``update()``, or a command run against the embedded demo's SQLite from another shell).
+
+The control loop reloads its view after a tick once it is within ``REFRESH_AHEAD_S`` of that
+age (``refresh_ahead``), so the reload happens between ticks rather than inside one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from trafficmgr.routing.table import static_table
 from trafficmgr.routing.types import Endpoint, Fleet, RoutingTable
 
 MAX_AGE_S = 10.0
+REFRESH_AHEAD_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,17 @@ def current(max_age_s: float = MAX_AGE_S) -> FleetView:
         ):
             view = _cached = load()
         return view
+
+
+def refresh_ahead(ahead_s: float = REFRESH_AHEAD_S) -> bool:
+    """Reload the cached view if it expires within ``ahead_s``; return whether it did."""
+    global _cached
+    view = _cached
+    if view is None or time.monotonic() - view.loaded_at < MAX_AGE_S - ahead_s:
+        return False
+    with _lock:
+        _cached = load()
+    return True
 
 
 def forget() -> None:

@@ -141,3 +141,80 @@ def test_redis_counters_summed_in_process_reach_other_processes(
     redis_store.incr([("x", 2)])
     redis_store.flush()
     assert other.counters() == {"x": 3.0}
+
+
+def test_evaluation_round_trips(store: Any) -> None:
+    assert store.evaluation() == {}
+    doc = {"at": T0, "endpoints": {"euw-1": {"healthy": True, "score": 0.5}}, "regions": {}}
+    store.set_evaluation(doc)
+    assert store.evaluation() == doc
+    store.set_evaluation({**doc, "at": T0 + 1})
+    assert store.evaluation()["at"] == T0 + 1
+
+
+def test_stored_heartbeat_json_round_trips_with_its_shape() -> None:
+    from regions.hotstate import decode_heartbeat, encode_heartbeat
+
+    hb = beat(5)
+    raw = encode_heartbeat(hb)
+    assert decode_heartbeat(raw) == hb
+    assert decode_heartbeat(raw.decode()) == hb
+    doc = json.loads(raw)
+    assert doc["received_at"] == hb.received_at and doc["probe"] == [True, 12.5]
+    assert doc["gpus"][0]["util_pct"] == 55.5 and doc["gpus"][0]["throttle_reasons"] == [
+        "hw_slowdown"
+    ]
+    assert doc["server"]["models_loaded"] == ["llama-3-8b"]
+    bare = Heartbeat("euw-2", 1, T0, T0, ())
+    assert decode_heartbeat(encode_heartbeat(bare)) == bare
+    assert set(json.loads(encode_heartbeat(bare))) == {
+        "endpoint",
+        "seq",
+        "sent_at",
+        "received_at",
+        "gpus",
+    }
+
+
+def test_heartbeats_stored_with_gpus_as_rows_still_decode() -> None:
+    from regions.hotstate import decode_heartbeat
+
+    hb = beat(5)
+    rows = {
+        "endpoint": "euw-1",
+        "seq": 5,
+        "sent_at": T0,
+        "received_at": T0 + 0.01,
+        "gpus": [[0, "GPU-0", "H100", 55.5, 1.0, 2.0, 61.0, 300.0, ["hw_slowdown"], 0, 1]],
+        "server": ["vllm", 3, 1, 0.25, 900.0, 100.0, 300.0, ["llama-3-8b"]],
+        "probe": [True, 12.5],
+    }
+    assert decode_heartbeat(json.dumps(rows)) == hb
+
+
+@pytest.mark.integration
+def test_redis_decodes_a_stored_heartbeat_once(redis_store: Any) -> None:
+    redis_store.put_heartbeat(beat(1), 100)
+    redis_store.put_heartbeat(beat(1, endpoint="euw-2"), 100)
+    first = redis_store.heartbeats()
+    again = redis_store.heartbeats()
+    assert again == first and all(again[n] is first[n] for n in first)
+    assert redis_store.heartbeats(["euw-1"])["euw-1"] is first["euw-1"]
+    redis_store.put_heartbeat(beat(2, T0 + 1), 100)
+    moved = redis_store.heartbeats()
+    assert moved["euw-1"].seq == 2 and moved["euw-2"] is first["euw-2"]
+    redis_store.redis.hdel(redis_store.key("heartbeats"), "euw-2")
+    assert set(redis_store.heartbeats()) == {"euw-1"}
+
+
+@pytest.mark.integration
+def test_redis_evaluation_is_parsed_once_per_tick(redis_store: Any, redis_url: str) -> None:
+    from regions.hotstate_redis import RedisHotState
+
+    other = RedisHotState(redis_url, prefix=redis_store.prefix)
+    redis_store.set_evaluation({"at": T0, "endpoints": {}, "regions": {}})
+    seen = other.evaluation()
+    assert seen == {"at": T0, "endpoints": {}, "regions": {}}
+    assert other.evaluation() is seen
+    redis_store.set_evaluation({"at": T0 + 1, "endpoints": {}, "regions": {}})
+    assert other.evaluation()["at"] == T0 + 1
