@@ -14,9 +14,14 @@ Exit status: 0 pass, 1 fail, 2 aborted, 3 refused or invalid.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +34,24 @@ from regions.audit import acting_as, cli_actor
 
 DEMO_SERVER = "http://127.0.0.1:8000"
 EXIT = {"pass": 0, "fail": 1, "aborted": 2}
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Treat SIGTERM (kill, timeout, a stopping container) like Ctrl-C while a drill runs, so
+    the fault is rolled back now rather than when the reaper notices the runner is gone."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def parse_param(text: str) -> tuple[str, Any]:
@@ -87,10 +110,11 @@ class Command(BaseCommand):
             "params": params,
             "force": options["force"],
         }
-        if options["server"] or not getattr(settings, "REDIS_URL", ""):
-            report = self.remote(body)
-        else:
-            report = self.local(body)
+        with sigterm_interrupts():
+            if options["server"] or not getattr(settings, "REDIS_URL", ""):
+                report = self.remote(body)
+            else:
+                report = self.local(body)
         self.deliver(report)
 
     def say(self, line: str) -> None:
@@ -129,7 +153,10 @@ class Command(BaseCommand):
                     drill.pk, MeasureSetup(dns=dns, route_url=self.options["http"]), self.say
                 )
             except KeyboardInterrupt:
-                drills.abort_drill(drill.pk, "interrupted (Ctrl-C) from the shell")
+                # The runner restored the fault and ended the drill on its way out; abort it
+                # here only if it had not got that far.
+                with contextlib.suppress(DomainError):
+                    drills.abort_drill(drill.pk, "interrupted from the shell")
                 raise CommandError(
                     f"drill {drill.pk} interrupted; fault rolled back", returncode=2
                 ) from None
@@ -175,7 +202,8 @@ class Command(BaseCommand):
             try:
                 doc = client.follow(drill_id, region, self.say, wait)
             except KeyboardInterrupt:
-                client.abort(drill_id)
+                with contextlib.suppress(ApiError):  # it may have ended meanwhile
+                    client.abort(drill_id)
                 self.stdout.write("interrupted: drill aborted, fault rolled back")
                 doc = client.follow(drill_id, region, self.say, 30)
         finally:
