@@ -170,7 +170,7 @@ class DrillRun:
             from regions.services import create_token
 
             self.issued_token, token = create_token(
-                f"drill {self.drill.pk} route probes", "viewer", created_by="drill"
+                drills.probe_token_name(self.drill.pk), "viewer", created_by="drill"
             )
         self.probes = Probes(
             self.fleet,

@@ -35,7 +35,7 @@ from trafficmgr.celery import app
 
 log = logging.getLogger(__name__)
 
-REAP_EVERY_S = 60.0
+REAP_EVERY_S = 10.0
 TASK_LIMIT_S = drills.MAX_DURATION_S + drills.MAX_RECOVERY_WAIT_S + 120.0
 
 

@@ -247,6 +247,23 @@ def abort_drill(drill_id: int, reason: str = "") -> Drill:
     return drill
 
 
+def probe_token_name(drill_id: int) -> str:
+    """The name of the viewer token a drill's route probes ask with (revoked when it ends)."""
+    return f"drill {drill_id} route probes"
+
+
+def revoke_probe_tokens(drill_id: int) -> None:
+    """Revoke the probe tokens a drill's runner issued and could not revoke itself."""
+    from regions.models import ApiToken
+
+    now = timezone.now()
+    for token in ApiToken.objects.filter(
+        name=probe_token_name(drill_id), created_by="drill", revoked_at__isnull=True
+    ):
+        token.revoked_at = now
+        token.save(update_fields=["revoked_at"])
+
+
 def rollback_dangling_drills(pending_grace_s: float = PENDING_GRACE_S) -> list[int]:
     """Abort drills left pending or running by a process that is gone; cancel their faults.
 
@@ -271,6 +288,7 @@ def rollback_dangling_drills(pending_grace_s: float = PENDING_GRACE_S) -> list[i
         if not updated:
             continue
         cancel(drill.pk, (drill.params or {}).get("resolved", {}).get("endpoints", []))
+        revoke_probe_tokens(drill.pk)
         drill.status = DrillStatus.ABORTED
         DrillReport.objects.get_or_create(
             drill=drill, defaults={"report": aborted_report(drill, why)}

@@ -186,3 +186,35 @@ def test_killing_redis_while_querying_loses_no_answer(
     assert None not in asked, f"{asked.count(None)} of {len(asked)} queries got no answer"
     assert all(a in ({"192.0.2.20"}, {"192.0.2.10"}) for a in asked)
     assert asked[-1] == {"192.0.2.10"} and asked[0] == {"192.0.2.20"}
+
+
+def test_another_deployments_table_on_the_shared_channel_is_not_served(
+    redis_server: RedisProcess | None, make_server: Callable[..., DnsServer]
+) -> None:
+    """Pub/sub ignores database indexes: a table published from db 1 must not reach db 0's."""
+    import redis
+
+    url = redis_server.url if redis_server else os.environ["REDIS_URL"]
+    server = make_server(quiet_config(redis_url=url))
+    thread = ServerThread(server)
+    thread.start()
+    try:
+        wait_for(lambda: server.redis is not None and server.redis.connected, "not subscribed")
+        publish(url, everywhere([("eu-central", 1.0)], version="ours"))
+        wait_for(lambda: server.store.snapshot.version == "ours", "update not received")
+        other = redis.Redis.from_url(url.rsplit("/", 1)[0] + "/1")
+        try:
+            theirs = json.dumps(table_to_json(everywhere([("us-west", 1.0)], version="theirs")))
+            other.set(REDIS_KEY, theirs)
+            other.publish(REDIS_CHANNEL, theirs)
+            time.sleep(0.5)  # the cue has been taken: our own key was read back
+            assert server.store.snapshot.version == "ours"
+            assert addresses(ask(server, query(NAME, "A"))) == {"192.0.2.20"}
+            other.delete(REDIS_KEY)
+        finally:
+            other.close()
+        publish(url, everywhere([("eu-west", 1.0)], version="ours-2"))
+        wait_for(lambda: server.store.snapshot.version == "ours-2", "own update not received")
+        assert addresses(ask(server, query(NAME, "A"))) == {"192.0.2.10"}
+    finally:
+        thread.stop()

@@ -34,6 +34,23 @@ def start_runner(drill_id: int) -> threading.Thread:
     return thread
 
 
+@pytest.mark.django_db
+def test_a_dead_runners_probe_token_is_revoked_on_rollback(
+    world: Any, store: RecordingHotState
+) -> None:
+    from regions.models import ApiToken
+    from regions.services import create_token
+
+    dangling = stored_drill(DrillStatus.RUNNING, ["euw-1"])
+    issued, _ = create_token(drills.probe_token_name(dangling.pk), "viewer", created_by="drill")
+    other, _ = create_token("drill 9999 route probes", "viewer", created_by="drill")
+
+    assert drills.rollback_dangling_drills() == [dangling.pk]
+
+    assert ApiToken.objects.get(pk=issued.pk).revoked_at is not None
+    assert ApiToken.objects.get(pk=other.pk).revoked_at is None
+
+
 @pytest.mark.django_db(transaction=True)
 def test_abort_rolls_the_fault_back(
     world: Any,

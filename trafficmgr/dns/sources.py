@@ -4,8 +4,10 @@ Both run as asyncio tasks next to the listeners and only ever call ``TableStore.
 ``load_file``); when a source fails, the store keeps serving the last good table.
 
 Redis: the control plane keeps the current table's JSON under ``trafficmgr:table`` and
-publishes on ``trafficmgr:table:updates`` when it changes (the message is the JSON itself
-or just the version; either way it is a cue). The subscriber reads the key after it has
+publishes on ``trafficmgr:table:updates`` when it changes. The message is only ever a cue:
+Redis pub/sub ignores database indexes, so a message may come from another deployment sharing
+the server, and the table served is always the one read back from this database's key. The
+subscriber reads the key after it has
 subscribed, so an update between the two is not missed, and reconnects with capped,
 jittered exponential backoff when Redis goes away.
 """
@@ -96,10 +98,7 @@ class RedisSource:
             self._accept(data)
 
     async def _update(self, client: Any, data: Any) -> None:
-        """Take a published table, or fetch the key when the message is only a cue."""
-        is_table = isinstance(data, bytes | str) and data[:1] in (b"{", "{")
-        if is_table and self._accept(data):
-            return
+        """Re-read this database's key: the message may be another deployment's table."""
         await self._fetch(client)
 
     def _accept(self, data: bytes | str) -> bool:
