@@ -1,17 +1,22 @@
 """Compare routing policies in the simulator: fleet x traces x loads, one table.
 
 Run: .venv/bin/python bench/sim_policies.py [--fleet examples/fleet.yaml]
-         [--loads 0.6,0.8,0.9] [--traces A,B] [--speed]
+         [--loads 0.6,0.8,0.9] [--traces A,B] [--region NAME] [--speed]
 
-For each trace and load it prints, per policy, latency p50/p99, TTFT p99, util CoV, rejected
-requests and residency violations, then ai_aware's P99 against round_robin's,
-least_connections' and the oracle's, next to the targets (<= 0.4, <= 0.85, <= 1.25) and CoV
-<= 0.10. ``util cov`` is the JSON's ``util_cov``: the plain coefficient of variation over all
-endpoints of each endpoint's utilisation (work done at its own full-batch rates / time), so it
-is already capacity-normalised per endpoint but mixes GPU types and failover priorities. Each
-run then breaks ai_aware's and the oracle's utilisation down by GPU type and by region
-priority (mean/CoV), which is where that spread comes from. ``--speed`` times a
-19,000-request trace (the Azure trace repeated back to back) through five policies.
+For each trace and load it prints, per policy, latency p50/p99, TTFT p99, the utilisation
+spread three ways, rejected requests and residency violations, then ai_aware's P99 against
+round_robin's, least_connections' and the oracle's, next to the targets (<= 0.4, <= 0.85,
+<= 1.25), and its in-region CoV against <= 0.10. The spreads (trafficmgr/sim/metrics.py):
+``cov all`` is the JSON's ``util_cov`` over every endpoint of the fleet, ``cov serving`` leaves
+out endpoints that served nothing, ``cov region`` (``util_cov_region``) is the capacity-weighted
+CoV inside each region, averaged over regions by the work they served: the part the in-region
+picker decides, and what the target is held to. Each run then breaks ai_aware's and the
+oracle's utilisation down by region, GPU type and region priority (mean/CoV), and splits the
+fleet-wide variance into its between-region part (the global table's split) and its
+within-region part (the picker's). ``--speed`` times a 19,000-request trace (the Azure trace
+repeated back to back) through five policies. Other traces: ``examples/traces/
+burstgpt_synthetic.csv`` (``python -m trafficmgr.sim.synthetic``); other fleets: ``--fleet
+examples/fleet-homogeneous.yaml``.
 """
 
 from __future__ import annotations
@@ -65,14 +70,31 @@ def fmt(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def variance_split(utilisation: dict[str, float], region_of: dict[str, str]) -> float:
+    """Return the share of the fleet-wide utilisation variance that lies between regions."""
+    values = list(utilisation.values())
+    mean = sum(values) / len(values)
+    total = sum((v - mean) ** 2 for v in values)
+    groups: dict[str, list[float]] = {}
+    for name, util in utilisation.items():
+        groups.setdefault(region_of[name], []).append(util)
+    between = sum(len(g) * (sum(g) / len(g) - mean) ** 2 for g in groups.values())
+    return between / total if total > 0 else 0.0
+
+
 def print_breakdown(result: RunResult, fleet: Fleet) -> None:
-    """Print utilisation mean/CoV per GPU type and per region priority for ai_aware, oracle."""
+    """Print ai_aware's and the oracle's utilisation by region, GPU type and priority."""
     gpu = {e.name: e.gpu for e in fleet.endpoints()}
     priority = {e.name: f"priority {r.priority}" for r in fleet.regions for e in r.endpoints}
     for name in ("ai_aware", "oracle"):
         outcome = result.outcomes.get(name)
-        if outcome is None:
+        entry = result.document["policies"].get(name)
+        if outcome is None or entry is None:
             continue
+        regions = ", ".join(
+            f"{r} {fmt(v['mean'], 2)}/{fmt(v['cov'], 2)}"
+            for r, v in entry["util_by_region"].items()
+        )
         parts = []
         for key in (gpu, priority):
             groups: dict[str, list[float]] = {}
@@ -84,19 +106,26 @@ def print_breakdown(result: RunResult, fleet: Fleet) -> None:
                     for g, v in sorted(groups.items())
                 )
             )
-        print(f"  {name} util mean/CoV by GPU: {parts[0]}; by priority: {parts[1]}")
+        between = variance_split(outcome.utilisation, outcome.endpoint_region)
+        print(f"  {name} util mean/CoV by region (capacity-weighted): {regions}")
+        print(f"  {' ' * len(name)} by GPU: {parts[0]}; by priority: {parts[1]}")
+        print(
+            f"  {' ' * len(name)} fleet-wide variance: {between:.0%} between regions, "
+            f"{1 - between:.0%} within"
+        )
 
 
 def print_run(doc: dict[str, Any], seconds: float) -> None:
     policies = doc["policies"]
     print(
-        f"  {'policy':<24}{'p50 ms':>8}{'p99 ms':>9}{'ttft p99':>9}{'util cov':>9}"
-        f"{'util mean':>10}{'rejected':>9}{'resid.':>7}"
+        f"  {'policy':<24}{'p50 ms':>8}{'p99 ms':>9}{'ttft p99':>9}{'cov all':>8}"
+        f"{'serving':>8}{'region':>8}{'util mean':>10}{'rejected':>9}{'resid.':>7}"
     )
     for name, p in policies.items():
         print(
             f"  {name:<24}{fmt(p['latency_ms']['p50']):>8}{fmt(p['latency_ms']['p99']):>9}"
-            f"{fmt(p['ttft_ms']['p99']):>9}{fmt(p['util_cov'], 3):>9}"
+            f"{fmt(p['ttft_ms']['p99']):>9}{fmt(p['util_cov'], 3):>8}"
+            f"{fmt(p['util_cov_serving'], 3):>8}{fmt(p['util_cov_region'], 3):>8}"
             f"{fmt(p['util_mean'], 3):>10}{p['rejected']:>9}{p['residency_violations']:>7}"
         )
     ai = policies.get("ai_aware")
@@ -107,8 +136,11 @@ def print_run(doc: dict[str, Any], seconds: float) -> None:
                 ratio = ai["latency_ms"]["p99"] / policies[other]["latency_ms"]["p99"]
                 mark = "ok" if ratio <= bar else "MISS"
                 parts.append(f"/{other} {ratio:.2f} (<= {bar}: {mark})")
-        cov = ai["util_cov"]
-        parts.append(f"CoV {fmt(cov, 3)} (<= 0.10: {'ok' if cov <= 0.10 else 'MISS'})")
+        cov = ai["util_cov_region"]
+        mark = "ok" if cov is not None and cov <= 0.10 else "MISS"
+        parts.append(
+            f"CoV in region {fmt(cov, 3)} (<= 0.10: {mark}; fleet-wide {fmt(ai['util_cov'], 3)})"
+        )
         print("  ai_aware P99 " + ", ".join(parts))
     print(f"  ({seconds:.1f} s wall)")
 

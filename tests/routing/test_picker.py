@@ -105,6 +105,44 @@ def test_ai_aware_goes_to_the_slower_gpu_when_the_fast_one_is_queued() -> None:
     assert make_picker("ai_aware").pick(req(tokens=40_000), loads, 0).endpoint == "h100"
 
 
+def test_ai_aware_is_work_conserving_within_the_queue_it_leaves() -> None:
+    # the H100 finishes first (0.25 s queue + its service) but an idle L4 finishes within
+    # that queue of it: the L4 takes the request instead of leaving it to queue
+    idle_l4 = load("l4", L4, 4)
+    queued = load("h100", H100, 8, outstanding_prefill_tokens=0.25 * 96_000)
+    picker = make_picker("ai_aware")
+    pick = picker.pick(req(tokens=300), (queued, idle_l4), 0)
+    assert pick.endpoint == "l4"
+    assert "work-conserving: h100 would complete it" in pick.reason
+    assert "earliest" not in pick.reason
+    # a shorter queue is not worth the L4's slower service
+    short = load("h100", H100, 8, outstanding_prefill_tokens=0.05 * 96_000)
+    assert picker.pick(req(tokens=300), (short, idle_l4), 0).endpoint == "h100"
+
+
+def test_ai_aware_moves_a_request_by_at_most_its_own_service_time() -> None:
+    # a 4 s queue on the H100 would allow moving a long prompt to the A100 x 1, but that
+    # would take it far longer than its own service on the H100: it stays
+    slow = load("a100", A100, 1)
+    queued = load("h100", H100, 8, outstanding_prefill_tokens=4 * 96_000)
+    pick = make_picker("ai_aware").pick(req(tokens=30_000), (queued, slow), 0)
+    assert pick.endpoint == "h100"
+
+
+def test_ai_aware_does_not_give_up_a_cached_prefix_for_balance() -> None:
+    # as in the work-conserving case, the idle L4 would finish within the H100's queue, but
+    # the H100 holds the prompt's prefix: moving would compute it again
+    blocks = (0, 1)
+    idle_l4 = load("l4", L4, 4)
+    queued = load("h100", H100, 8, outstanding_prefill_tokens=0.3 * 96_000)
+    picker = make_picker("ai_aware")
+    assert picker.pick(req(tokens=1100, hashes=blocks), (queued, idle_l4), 0).endpoint == "l4"
+    warm = replace(queued, cached_prefixes=frozenset(blocks))
+    pick = picker.pick(req(tokens=1100, hashes=blocks), (warm, idle_l4), 0)
+    assert pick.endpoint == "h100"
+    assert "1024 cached" in pick.reason
+
+
 def test_ai_aware_uses_the_prefix_cache() -> None:
     blocks = tuple(range(16))
     loads = (

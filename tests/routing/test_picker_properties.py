@@ -133,12 +133,13 @@ def test_interactive_requests_are_never_shed(
     assert (pick.endpoint is None) == (not any(serves(c, request.model) for c in loads))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(loads=candidate_sets(), request=requests)
-def test_ai_aware_picks_the_lowest_expected_completion_among_all_when_few(
+def test_ai_aware_picks_the_earliest_completion_or_a_less_busy_one_within_its_slack(
     loads: tuple[EndpointLoad, ...], request: Request
 ) -> None:
     from trafficmgr.routing.estimator import cost_terms, service_rates
+    from trafficmgr.routing.picker import outstanding_work_s
 
     interactive = Request(
         request.model,
@@ -153,7 +154,8 @@ def test_ai_aware_picks_the_lowest_expected_completion_among_all_when_few(
         return
     exp = pick.expected_output_tokens
 
-    def cost(c: EndpointLoad) -> float:
+    def cost(c: EndpointLoad) -> tuple[float, float]:
+        """Return (expected completion, own service) of the request at ``c``."""
         terms = cost_terms(
             service_rates(c.profile, c.endpoint.gpus),
             c.running,
@@ -163,8 +165,45 @@ def test_ai_aware_picks_the_lowest_expected_completion_among_all_when_few(
             c.kv_cache_usage,
             c.gpu_util,
         )
-        return terms.completion_s(request.input_tokens, exp)
+        done = terms.completion_s(request.input_tokens, exp)
+        return done, done - terms.wait_s
 
-    best = min(cost(c) for c in loads if serves(c, request.model))
+    serving = [c for c in loads if serves(c, request.model)]
+    best = min(cost(c)[0] for c in serving)
     chosen = next(c for c in loads if c.endpoint.name == pick.endpoint)
-    assert cost(chosen) == pytest.approx(best, rel=1e-12)
+    done = cost(chosen)[0]
+    assert pick.expected_latency_s == pytest.approx(done, rel=1e-9)
+    if done == pytest.approx(best, rel=1e-12):
+        return
+    # moved off a cheapest endpoint: no later than its queue and its own service allow,
+    # and to an endpoint with less work in flight
+    cheapest = [c for c in serving if cost(c)[0] == pytest.approx(best, rel=1e-12)]
+    assert any(
+        done <= best + min(best - cost(c)[1], cost(c)[1]) + 1e-9
+        and outstanding_work_s(chosen) < outstanding_work_s(c)
+        for c in cheapest
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(loads=candidate_sets(), request=requests)
+def test_ai_aware_without_queues_picks_the_earliest_completion(
+    loads: tuple[EndpointLoad, ...], request: Request
+) -> None:
+    idle = tuple(
+        EndpointLoad(
+            c.endpoint,
+            c.profile,
+            healthy=c.healthy,
+            running=min(c.running, c.profile.max_concurrency * c.endpoint.gpus // 2),
+            outstanding_decode_tokens=c.outstanding_decode_tokens,
+            gpu_util=c.gpu_util,
+            cached_prefixes=c.cached_prefixes,
+        )
+        for c in loads
+    )
+    interactive = Request(
+        request.model, request.client, request.input_tokens, request.max_output_tokens
+    )
+    pick = make_picker("ai_aware").pick(interactive, idle, 0.0)
+    assert "work-conserving" not in pick.reason

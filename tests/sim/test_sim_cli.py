@@ -26,6 +26,8 @@ POLICY_KEYS = {
     "region_share",
     "residency_violations",
 }
+# added to the contract's keys: the utilisation spread over serving endpoints and in-region
+EXTRA_KEYS = {"util_cov_serving", "util_cov_region", "util_by_region"}
 
 
 @pytest.fixture
@@ -75,7 +77,8 @@ def test_json_has_exactly_the_contract_keys(files: tuple[Path, Path], tmp_path: 
         "oracle",
     ]
     for entry in doc["policies"].values():
-        assert set(entry) == POLICY_KEYS
+        assert set(entry) == POLICY_KEYS | EXTRA_KEYS
+        assert set(entry["util_by_region"]) == {"eu-west", "eu-central", "us-east"}
         assert set(entry["latency_ms"]) == {"p50", "p95", "p99"}
         assert set(entry["ttft_ms"]) == {"p50", "p99"}
         assert set(entry["region_share"]) == {"eu-west", "eu-central", "us-east"}

@@ -30,6 +30,8 @@ POLICY_KEYS = {
     "region_share",
     "residency_violations",
 }
+# added to the contract's keys: the utilisation spread over serving endpoints and in-region
+EXTRA_KEYS = {"util_cov_serving", "util_cov_region", "util_by_region"}
 
 
 @pytest.fixture
@@ -89,7 +91,8 @@ def test_writes_the_contract_document_and_the_plot(
     assert doc["trace"]["seed"] == 5
     assert list(doc["policies"]) == ["round_robin", "ai_aware"]
     for entry in doc["policies"].values():
-        assert set(entry) == POLICY_KEYS
+        assert set(entry) == POLICY_KEYS | EXTRA_KEYS
+        assert set(entry["util_by_region"]) == {"eu-west", "eu-central", "us-east"}
         assert set(entry["latency_ms"]) == {"p50", "p95", "p99"}
         assert set(entry["ttft_ms"]) == {"p50", "p99"}
         assert set(entry["region_share"]) == {"eu-west", "eu-central", "us-east"}

@@ -8,6 +8,20 @@ request: the prefill work queued ahead of it at the prefill rate the decodes lea
 own prefill (minus the prefix blocks the endpoint already holds), plus its expected output at
 the per-request decode rate with one more request in the batch (the service model of
 ``estimator.py``); a full endpoint (slots or KV cache) adds the expected wait for a slot.
+
+Work conservation. Earliest completion alone starves slow endpoints: a request queues
+behind a busy H100 while an L4 (or a 2-GPU endpoint) that could serve it sits idle, which
+leaves the fast endpoints hot and the region unevenly loaded. So when the cheapest endpoint
+has a queue of ``W`` seconds ahead of the request, whose own service there takes ``S``, the
+request goes instead to the *least busy* endpoint (least outstanding work, in seconds at its
+own speed) among those expected to complete it at most ``min(W, S)`` later. Both bounds come
+from the request itself, not from a tuned constant: with no queue the fastest endpoint
+always wins; the request is never delayed by more than the queue it leaves (whose requests
+are spared its work), nor by more than its own service time, which keeps long prompts, the
+latency tail, off slow GPUs. A request the cheapest endpoint holds a cached prefix for
+stays there: moving it would turn work the cache saves into work done again, which loads
+the region more, not more evenly.
+
 Batch requests skip endpoints above ``batch_threshold`` utilisation, which keeps headroom
 for interactive traffic; when every endpoint is above it they are shed (a 503 upstream).
 
@@ -227,19 +241,24 @@ def cached_tokens(request: Request, held: frozenset[int], block_tokens: int) -> 
     return min(n * block_tokens, max(0, request.input_tokens - 1))
 
 
-def _first(entry: tuple[float, int, int]) -> float:
+# (expected completion s, candidate index, cached prompt tokens, own service s)
+Scored = tuple[float, int, int, float]
+
+
+def _first(entry: Scored) -> float:
     return entry[0]
 
 
 class _Snapshot:
     """One candidates sequence: grouped by model and costed lazily, plus work sent since."""
 
-    __slots__ = ("by_model", "grouped", "loads", "pending", "positions", "terms")
+    __slots__ = ("by_model", "grouped", "loads", "pending", "positions", "terms", "work")
 
     def __init__(self, loads: Sequence[EndpointLoad], group: bool) -> None:
         self.loads = loads
         self.by_model: dict[str, list[int]] = {}
         self.terms: list[CostTerms | None] = [None] * len(loads)
+        self.work: list[float] = [0.0] * len(loads)  # outstanding_work_s, set with the terms
         self.pending: dict[int, float] = {}
         self.positions: dict[str, int] = {}
         if group:  # many candidates: one pass now instead of one per model later
@@ -263,8 +282,10 @@ class _Snapshot:
         t = self.terms[i]
         if t is None:
             c = self.loads[i]
+            rates = _rates(c)
+            self.work[i] = rates.work_s(c.outstanding_prefill_tokens, c.outstanding_decode_tokens)
             t = cost_terms(
-                _rates(c),
+                rates,
                 c.running,
                 c.waiting,
                 c.outstanding_prefill_tokens,
@@ -282,7 +303,7 @@ class _Snapshot:
 
 
 class AiAwarePicker(_Strategy):
-    """Earliest expected completion of this request (see the module docstring)."""
+    """Earliest expected completion, work-conserving (see the module docstring)."""
 
     name = "ai_aware"
 
@@ -329,16 +350,28 @@ class AiAwarePicker(_Strategy):
                 "utilisation (headroom kept for interactive traffic)",
                 exp,
             )
-        cost, i, cached = ranked[0]
+        chosen = self._conserve(snap, ranked) if len(ranked) > 1 else ranked[0]
+        cost, i, cached, _ = chosen
         self._record(request, snap, i, cached, [r[1] for r in ranked[: self.memory]])
-        return Pick(
-            snap.loads[i].endpoint.name,
-            self._reason(
-                snap.term(i), cost, request, cached, exp, len(pool), len(eligible) if sampled else 0
-            ),
-            exp,
+        head = "ai_aware: earliest expected completion"
+        if chosen is not ranked[0]:
+            first = ranked[0]
+            head = (
+                f"ai_aware: work-conserving: {snap.loads[first[1]].endpoint.name} would complete "
+                f"it {(cost - first[0]) * 1000:.0f} ms earlier but has a queue; this is the least "
+                "busy endpoint within min(queue, service time) of that, expected completion"
+            )
+        reason = self._reason(
+            head,
+            snap.term(i),
             cost,
+            request,
+            cached,
+            exp,
+            len(pool),
+            len(eligible) if sampled else 0,
         )
+        return Pick(snap.loads[i].endpoint.name, reason, exp, cost)
 
     def prepare(self, candidates: tuple[EndpointLoad, ...]) -> None:
         """Group and cost a new snapshot now (on a load report, off the request path)."""
@@ -379,9 +412,9 @@ class AiAwarePicker(_Strategy):
 
     def _rank(
         self, request: Request, snap: _Snapshot, pool: list[int], exp: float, batch: bool
-    ) -> list[tuple[float, int, int]]:
-        """Return (expected completion s, index, cached tokens), best first."""
-        out: list[tuple[float, int, int]] = []
+    ) -> list[Scored]:
+        """Return (expected completion s, index, cached tokens, own service s), best first."""
+        out: list[Scored] = []
         k = self._turn % len(pool) if len(pool) <= self.exact_limit else 0
         terms, pending, loads = snap.terms, snap.pending, snap.loads
         hashes, size, threshold = request.prefix_hashes, request.input_tokens, self.batch_threshold
@@ -393,12 +426,34 @@ class AiAwarePicker(_Strategy):
             cached = 0
             if first is not None and first in loads[i].cached_prefixes:
                 cached = cached_tokens(request, loads[i].cached_prefixes, self.block_tokens)
-            cost = t.wait_s + (size - cached) * t.prefill_s_per_token + exp * t.decode_s_per_token
+            service = (size - cached) * t.prefill_s_per_token + exp * t.decode_s_per_token
+            cost = t.wait_s + service
             if pending:
                 cost += pending.get(i, 0.0)
-            out.append((cost, i, cached))
+            out.append((cost, i, cached, service))
         out.sort(key=_first)  # stable: equal costs keep the rotated order
         return out
+
+    def _conserve(self, snap: _Snapshot, ranked: list[Scored]) -> Scored:
+        """Return the least busy endpoint completing within min(queue, service) of the best.
+
+        The best itself when it has no queue or holds part of the prompt in its cache.
+        """
+        best = ranked[0]
+        cost, _, cached, service = best
+        slack = min(cost - service, service)
+        if cached or not slack > 0:
+            return best
+        limit = cost + slack
+        work, pending = snap.work, snap.pending  # seconds in flight, and sent since
+        chosen, least = best, work[best[1]] + pending.get(best[1], 0.0)
+        for entry in ranked[1:]:
+            if entry[0] > limit:
+                break
+            busy = work[entry[1]] + pending.get(entry[1], 0.0)
+            if busy < least:
+                chosen, least = entry, busy
+        return chosen
 
     def _record(
         self, request: Request, snap: _Snapshot, i: int, cached: int, best: list[int]
@@ -419,6 +474,7 @@ class AiAwarePicker(_Strategy):
 
     def _reason(
         self,
+        head: str,
         t: CostTerms,
         cost: float,
         request: Request,
@@ -431,7 +487,7 @@ class AiAwarePicker(_Strategy):
         among = f"sampled from {sampled_from}" if sampled_from else "all serving the model"
         full = "; full, waits for a slot" if t.full else ""
         return (
-            f"ai_aware: earliest expected completion {cost * 1000:.0f} ms (queue "
+            f"{head} {cost * 1000:.0f} ms (queue "
             f"{t.wait_s * 1000:.0f} ms, {request.input_tokens} prompt tokens{prefix}, "
             f"~{exp:.0f} output tokens); best of {scored} {among}{full}"
         )

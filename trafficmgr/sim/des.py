@@ -48,6 +48,7 @@ class Outcome:
     utilisation: dict[str, float]  # per endpoint, over the arrival window
     window_s: float
     makespan_s: float
+    endpoint_region: dict[str, str] = field(default_factory=dict)
     residency_violations: int = 0
     rejects: Counter[str] = field(default_factory=Counter)
     transitions: list[tuple[float, str, str, str]] = field(default_factory=list)
@@ -102,6 +103,7 @@ class Simulation:
         self.inflight = 0
         self.outcome = Outcome(policy.name, self.status, self.latency, self.ttft,
                                self.region_of, self.regions, {}, 0.0, 0.0)  # fmt: skip
+        self.outcome.endpoint_region = {s.endpoint.name: s.endpoint.region for s in self.servers}
         self._rtts: dict[tuple[str, int], float] = {}
         self._util = [0.0] * len(self.servers)
         self._last_work = [0.0] * len(self.servers)

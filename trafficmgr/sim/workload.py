@@ -21,7 +21,7 @@ every policy.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trafficmgr.routing.estimator import service_rates
 from trafficmgr.routing.geo import country_location
@@ -47,6 +47,8 @@ class Workload:
     capacity_rps: float
     offered_rps: float
     model_shares: dict[str, float]
+    # per active endpoint: its share of ``capacity_rps`` (requests/s at full batch)
+    endpoint_capacity_rps: dict[str, float] = field(default_factory=dict)
 
     @property
     def load(self) -> float:
@@ -69,12 +71,17 @@ def active_endpoints(fleet: Fleet) -> list[tuple[str, int, float, float]]:
     return out
 
 
+def endpoint_capacity_rps(fleet: Fleet, mean_input: float, mean_output: float) -> dict[str, float]:
+    """Return each serving endpoint's requests/s at full batch (see the module docstring)."""
+    return {
+        name: 1.0 / (mean_input / prefill + mean_output / decode)
+        for name, _, prefill, decode in active_endpoints(fleet)
+    }
+
+
 def capacity_rps(fleet: Fleet, mean_input: float, mean_output: float) -> float:
     """Estimate the requests/s the fleet serves at full batch (see the module docstring)."""
-    total = 0.0
-    for _, _, prefill, decode in active_endpoints(fleet):
-        total += 1.0 / (mean_input / prefill + mean_output / decode)
-    return total
+    return sum(endpoint_capacity_rps(fleet, mean_input, mean_output).values())
 
 
 def model_shares(fleet: Fleet) -> dict[str, float]:
@@ -104,7 +111,8 @@ def build_workload(
     reqs = trace.requests
     mean_in = sum(r.input_tokens for r in reqs) / len(reqs)
     mean_out = sum(min(r.output_tokens, MAX_OUTPUT_TOKENS) for r in reqs) / len(reqs)
-    capacity = capacity_rps(fleet, mean_in, max(1.0, mean_out))
+    per_endpoint = endpoint_capacity_rps(fleet, mean_in, max(1.0, mean_out))
+    capacity = sum(per_endpoint.values())
     native_rps = (len(reqs) - 1) / trace.duration_s if trace.duration_s > 0 else 0.0
     scale = 1.0
     if load is not None and native_rps > 0 and capacity > 0:
@@ -137,7 +145,7 @@ def build_workload(
                 rng.randrange(max(1, resolvers)),
             )
         )
-    return Workload(tuple(out), scale, capacity, offered, shares)
+    return Workload(tuple(out), scale, capacity, offered, shares, per_endpoint)
 
 
 def _client_mix(fleet: Fleet) -> tuple[list[str], list[float]]:
