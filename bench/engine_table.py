@@ -1,7 +1,9 @@
 """Time the routing engine on a large synthetic fleet.
 
-50 regions x 2,000 endpoints x 250 client zones x 4 models: compile_table (cold, warm and
-with a previous table, so the shift limit runs) and evaluate_fleet over 2,000 heartbeats.
+50 regions x 2,000 endpoints x 250 client zones x 4 models: compile_table (cold, warm, with
+an identical previous table, and with the previous tick's table from other heartbeats, the
+control loop's case, where spillover and the shift limit have work to do), evaluate_fleet
+over 2,000 heartbeats, and diff_tables between two ticks' tables.
 Run: .venv/bin/python bench/engine_table.py [--runs 20] [--json OUT]
 """
 
@@ -20,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trafficmgr.routing.countries import CENTROID_OF, CONTINENT_OF
 from trafficmgr.routing.failover import RegionMachine, evaluate_fleet
-from trafficmgr.routing.table import clear_distance_cache, compile_table
+from trafficmgr.routing.table import clear_distance_cache, compile_table, diff_tables
 from trafficmgr.routing.types import (
     Endpoint,
     FailoverPolicy,
@@ -220,6 +222,10 @@ def main() -> None:
     evaluation = evaluate_fleet(fleet, beats, evaluation.machines, now + 1)
     statuses = evaluation.statuses
     first = compile_table(fleet, statuses, now, zones=zones)
+    earlier_beats = heartbeats(fleet, now - 1, seed=12)
+    earlier_statuses = evaluate_fleet(fleet, earlier_beats, {}, now - 1).statuses
+    earlier = compile_table(fleet, earlier_statuses, now - 1, zones=zones)
+    tick = compile_table(fleet, statuses, now, previous=earlier, zones=zones)
     lists = sum(len(models) for models in first.zones.values())
     figures = {
         "fleet": {
@@ -228,12 +234,17 @@ def main() -> None:
             "zones": len(first.zones),
             "models": len(fleet.models()),
             "lists": lists,
+            "lists_changed_per_tick": len(diff_tables(earlier, tick).lists),
         },
         "compile_table": timed(lambda: compile_table(fleet, statuses, now, zones=zones), args.runs),
         "compile_table_cold_rtt_cache": timed(lambda: cold(fleet, statuses, now, zones), args.runs),
         "compile_table_with_previous": timed(
             lambda: compile_table(fleet, statuses, now, previous=first, zones=zones), args.runs
         ),
+        "compile_table_with_previous_tick": timed(
+            lambda: compile_table(fleet, statuses, now, previous=earlier, zones=zones), args.runs
+        ),
+        "diff_tables": timed(lambda: diff_tables(earlier, tick), args.runs),
         "evaluate_fleet": timed(
             lambda: evaluate_fleet(fleet, beats, evaluation.machines, now + 2), args.runs
         ),

@@ -23,7 +23,7 @@ States: unknown → healthy ↔ degraded → down → recovering → healthy, an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from trafficmgr.routing.health import (
     EndpointHealth,
@@ -95,14 +95,14 @@ def step_machine(
     if obs is Observation.NONE:
         good, bad = machine.good_streak, machine.bad_streak
     evidence_at = machine.evidence_at if health.observation is Observation.NONE else now
-    counted = replace(machine, good_streak=good, bad_streak=bad, evidence_at=evidence_at)
+    counted = RegionMachine(machine.state, machine.since, good, bad, machine.paused, evidence_at)
     target = _target(counted, obs, policy, now)
     if target is None or target is machine.state:
         return counted, None
     reason = f"{target.value}: {why}"
     if target is RegionState.RECOVERING:
         reason = f"{reason}; slow start over {policy.slow_start_s:g} s"
-    moved = replace(counted, state=target, since=now)
+    moved = RegionMachine(target, now, good, bad, counted.paused, evidence_at)
     return moved, Transition(region, machine.state, target, now, reason)
 
 
@@ -183,7 +183,11 @@ def region_status(
 ) -> RegionStatus:
     """Return what the table publishes about a region."""
     if machine.state is RegionState.UNKNOWN:
-        return replace(configured, since=machine.since, reason=f"unknown: {configured.reason}")
+        c = configured
+        reason = f"unknown: {c.reason}"
+        return RegionStatus(
+            c.state, c.headroom, c.capacity, reason, machine.since, c.ramp, c.models, c.demand
+        )
     ramp = ramp_of(machine, policy, now)
     reason = f"{machine.state.value}: {health.reason}"
     if machine.state is RegionState.RECOVERING:

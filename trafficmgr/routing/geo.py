@@ -126,25 +126,24 @@ class Locator:
         self, ip: str, prefix_len: int | None = None
     ) -> tuple[ClientLocation, int]:
         """Locate like ``locate`` and return the prefix length the answer holds for (ECS scope)."""
-        parsed = _parse(ip, prefix_len)
+        parsed = _cache_key(ip, prefix_len)
         if parsed is None:
             return ClientLocation(), 0
-        address, network = parsed
-        key = (network.version, int(network.network_address), network.prefixlen)
+        address, key = parsed
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
             self.hits += 1
             return cached
         self.misses += 1
-        answer = self._lookup(address, network)
+        answer = self._lookup(address, key[2])
         self._cache[key] = answer
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return answer
 
-    def _lookup(self, address: str, network: _IpNetwork) -> tuple[ClientLocation, int]:
-        """Ask the database about ``address``; the answer stands for all of ``network``."""
+    def _lookup(self, address: str, length: int) -> tuple[ClientLocation, int]:
+        """Ask the database about ``address``; the answer stands for its ``/length`` network."""
         import geoip2.errors
 
         try:
@@ -153,12 +152,51 @@ class Locator:
             elif self._is_country:
                 record = self._reader.country(address)
             else:
-                return ClientLocation(), network.prefixlen
+                return ClientLocation(), length
         except geoip2.errors.AddressNotFoundError as exc:
-            return ClientLocation(), _scope(network, getattr(exc, "network", None))
+            return ClientLocation(), _scope(length, getattr(exc, "network", None))
         except (ValueError, TypeError, OSError):
-            return ClientLocation(), network.prefixlen
-        return _location_of(record), _scope(network, record.traits.network)
+            return ClientLocation(), length
+        return _location_of(record), _scope(length, record.traits.network)
+
+
+def _cache_key(ip: str, prefix_len: int | None) -> tuple[str, tuple[int, int, int]] | None:
+    """Return the address to look up and its cache key (version, network, length), as ``_parse``.
+
+    Plain dotted-quad IPv4 text, what nearly every query carries, is read without ``ipaddress``.
+    """
+    if prefix_len is not None and (
+        isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0
+    ):
+        return None
+    text = ip.strip() if type(ip) is str else str(ip).strip()
+    parts = text.split(".")
+    if len(parts) == 4:
+        value = 0
+        for part in parts:
+            # the same octets ipaddress accepts: 1-3 ASCII digits, no leading zero, <= 255
+            if not (0 < len(part) <= 3 and part.isascii() and part.isdigit()):
+                break
+            if part[0] == "0" and len(part) > 1:
+                break
+            octet = int(part)
+            if octet > 255:
+                break
+            value = value << 8 | octet
+        else:
+            if prefix_len is not None and prefix_len < 32:
+                value &= _V4_MASKS[prefix_len]
+                text = ".".join(str(value >> shift & 255) for shift in (24, 16, 8, 0))
+            length = V4_CACHE_PREFIX if prefix_len is None else min(prefix_len, V4_CACHE_PREFIX)
+            return text, (4, value & _V4_MASKS[length], length)
+    parsed = _parse(text, prefix_len)
+    if parsed is None:
+        return None
+    address, network = parsed
+    return address, (network.version, int(network.network_address), network.prefixlen)
+
+
+_V4_MASKS = tuple((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF for n in range(33))
 
 
 def _parse(ip: str, prefix_len: int | None) -> tuple[str, _IpNetwork] | None:
@@ -184,12 +222,12 @@ def _parse(ip: str, prefix_len: int | None) -> tuple[str, _IpNetwork] | None:
     return str(address), ipaddress.ip_network(f"{address}/{length}", strict=False)
 
 
-def _scope(network: _IpNetwork, db_network: object) -> int:
+def _scope(length: int, db_network: object) -> int:
     """Return the scope an answer holds for: the cache prefix, or the DB's shorter network."""
     db_len = getattr(db_network, "prefixlen", None)
-    if isinstance(db_len, int) and db_len < network.prefixlen:
+    if isinstance(db_len, int) and db_len < length:
         return db_len
-    return network.prefixlen
+    return length
 
 
 def _location_of(record: Any) -> ClientLocation:

@@ -49,6 +49,8 @@ SATURATION_PENALTY = 0.4
 DEGRADED_BELOW = 0.75  # a region serving less than this share of its capacity is degraded
 
 _BENIGN_THROTTLES = ("idle", "applicationsclock", "syncboost", "displayclock", "none")
+_SLOWING: dict[str, bool] = {}  # throttle reason -> slows for heat or power
+_SLOWING_LIMIT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,23 +104,18 @@ def endpoint_health(
     now: float,
 ) -> EndpointHealth:
     """Judge one endpoint from its latest heartbeat."""
-    nominal = nominal_capacity(endpoint, profile)
-
-    def down(reason: str, evidence: bool = True) -> EndpointHealth:
-        return EndpointHealth(
-            endpoint.name, endpoint.region, False, 0.0, 0.0, 0.0, reason, evidence, (), nominal
-        )
-
+    nominal = profile.decode_tokens_per_s * endpoint.gpus if profile else 0.0
     if endpoint.admin_state is not AdminState.ACTIVE:
-        return down(f"endpoint {endpoint.admin_state.value}", heartbeat is not None)
+        reason = f"endpoint {endpoint.admin_state.value}"
+        return _down(endpoint, reason, heartbeat is not None, nominal)
     if heartbeat is None:
-        return down("no heartbeat yet", evidence=False)
+        return _down(endpoint, "no heartbeat yet", False, nominal)
     failure = _failure(endpoint, heartbeat, policy, now)
     if failure:
-        return down(failure)
+        return _down(endpoint, failure, True, nominal)
     models = _models_served(endpoint, heartbeat.server)
     if not models:
-        return down("none of its models loaded")
+        return _down(endpoint, "none of its models loaded", True, nominal)
     throttling, score, notes = _score(heartbeat, profile, endpoint.gpus)
     if len(models) < len(endpoint.models):
         notes.append(f"only {', '.join(models)} loaded")
@@ -129,12 +126,19 @@ def endpoint_health(
         True,
         score,
         nominal * throttling,
-        _clip(demand),
+        min(1.0, max(0.0, demand)),
         "; ".join(notes) or "ok",
         True,
         models,
         nominal,
         demand,
+    )
+
+
+def _down(endpoint: Endpoint, reason: str, evidence: bool, nominal: float) -> EndpointHealth:
+    """Return the health of an endpoint that may not take traffic."""
+    return EndpointHealth(
+        endpoint.name, endpoint.region, False, 0.0, 0.0, 0.0, reason, evidence, (), nominal
     )
 
 
@@ -161,19 +165,26 @@ def _models_served(endpoint: Endpoint, server: ServerSample | None) -> tuple[str
     """Return the configured models the server has loaded (all when it does not say)."""
     if server is None or not server.models_loaded:
         return endpoint.models
-    loaded = set(server.models_loaded)
-    return tuple(m for m in endpoint.models if m in loaded)
+    loaded = server.models_loaded
+    if loaded is endpoint.models or loaded == endpoint.models:
+        return endpoint.models  # the usual case: exactly its models are loaded
+    wanted = set(loaded)
+    return tuple(m for m in endpoint.models if m in wanted)
 
 
 def _score(hb: Heartbeat, profile: GpuProfile, gpus: int) -> tuple[float, float, list[str]]:
     """Return the share of its speed throttling leaves, the 0..1 score, and why it is lower."""
     throttling = 1.0
     notes: list[str] = []
-    throttled = [g for g in hb.gpus if _throttled(g)]
+    samples = hb.gpus
+    throttled = 0
+    for g in samples:
+        if g.temp_c >= HOT_C or (g.throttle_reasons and _throttled(g)):
+            throttled += 1
     if throttled:
-        share = len(throttled) / max(len(hb.gpus), 1)
+        share = throttled / max(len(samples), 1)
         throttling = 1.0 - THROTTLE_PENALTY * share
-        notes.append(f"throttled on {len(throttled)}/{len(hb.gpus)} GPUs")
+        notes.append(f"throttled on {throttled}/{len(samples)} GPUs")
     score = throttling
     server = hb.server
     if server is not None:
@@ -192,10 +203,20 @@ def _throttled(gpu: GpuSample) -> bool:
     if gpu.temp_c >= HOT_C:
         return True
     for reason in gpu.throttle_reasons:
-        norm = reason.lower().replace("_", "").replace(" ", "").replace("-", "")
-        if norm and not any(b in norm for b in _BENIGN_THROTTLES):
+        slows = _SLOWING.get(reason) if isinstance(reason, str) else None
+        if slows is None:
+            slows = _slowing(reason)
+            if isinstance(reason, str) and len(_SLOWING) < _SLOWING_LIMIT:
+                _SLOWING[reason] = slows
+        if slows:
             return True
     return False
+
+
+def _slowing(reason: str) -> bool:
+    """Tell whether a throttle reason slows the GPU for heat or power."""
+    norm = reason.lower().replace("_", "").replace(" ", "").replace("-", "")
+    return bool(norm) and not any(b in norm for b in _BENIGN_THROTTLES)
 
 
 def endpoint_demand(hb: Heartbeat, profile: GpuProfile, gpus: int) -> float:
@@ -205,19 +226,29 @@ def endpoint_demand(hb: Heartbeat, profile: GpuProfile, gpus: int) -> float:
     time) plus the waiting queue per slot.
     """
     busy = 0.0
-    if hb.gpus:
-        busy = _clip(_finite(sum(g.util_pct for g in hb.gpus) / (100.0 * len(hb.gpus))))
+    samples = hb.gpus
+    if samples:
+        busy = _share(sum([g.util_pct for g in samples]) / (100.0 * len(samples)))
     server = hb.server
     if server is None:
         return busy
     slots = max(1, profile.max_concurrency * gpus)
-    running = max(0, server.requests_running) / slots
-    busy = max(busy, _clip(_finite(server.kv_cache_usage)), _clip(running))
-    return busy + max(0, server.requests_waiting) / slots
+    requests = server.requests_running
+    running = (requests if requests > 0 else 0) / slots
+    kv = _share(server.kv_cache_usage)
+    if kv > busy:
+        busy = kv
+    if running > busy:  # running >= 0, so as clipped
+        busy = running if running < 1.0 else 1.0
+    waiting = server.requests_waiting
+    return busy + (waiting if waiting > 0 else 0) / slots
 
 
-def _finite(value: float) -> float:
-    return value if math.isfinite(value) else 0.0
+def _share(value: float) -> float:
+    """Clip a share to 0..1; 0 when it is not a finite number."""
+    if 0.0 < value < math.inf:
+        return value if value < 1.0 else 1.0
+    return 0.0
 
 
 def _clip(value: float) -> float:
@@ -304,12 +335,7 @@ def config_status(
         return RegionStatus(
             RegionState.DRAINED, 0.0, 0.0, f"region {region.admin_state.value}", since
         )
-    models = config_capacity(region, profiles)
-    capacity = sum(
-        nominal_capacity(e, profiles.get(e.gpu))
-        for e in region.endpoints
-        if e.admin_state is AdminState.ACTIVE
-    )
+    models, capacity = _configured(region, profiles)
     return RegionStatus(
         RegionState.UNKNOWN,
         1.0 if capacity > 0 else 0.0,
@@ -317,5 +343,30 @@ def config_status(
         "no evidence yet: serving by configuration",
         since,
         1.0,
-        models,
+        dict(models),
     )
+
+
+# id(region) -> (region, profiles as they were, models, capacity); every compile and every
+# evaluation asks again about the same frozen regions
+_CONFIGURED: dict[int, tuple[Region, dict[str, GpuProfile], dict[str, float], float]] = {}
+_CONFIGURED_LIMIT = 4096
+
+
+def _configured(
+    region: Region, profiles: Mapping[str, GpuProfile]
+) -> tuple[dict[str, float], float]:
+    """Return a region's configured capacity per model and in all (remembered per region)."""
+    found = _CONFIGURED.get(id(region))
+    if found is not None and found[0] is region and found[1] == profiles:
+        return found[2], found[3]
+    models = config_capacity(region, profiles)
+    capacity = sum(
+        nominal_capacity(e, profiles.get(e.gpu))
+        for e in region.endpoints
+        if e.admin_state is AdminState.ACTIVE
+    )
+    if len(_CONFIGURED) >= _CONFIGURED_LIMIT:
+        _CONFIGURED.clear()
+    _CONFIGURED[id(region)] = (region, dict(profiles), models, capacity)
+    return models, capacity

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from trafficmgr.routing.countries import CONTINENTS, continent_of
 from trafficmgr.routing.geo import continent_location, country_location, rtt_ms
 from trafficmgr.routing.health import config_status
-from trafficmgr.routing.residency import base_decision
+from trafficmgr.routing.residency import ResidencyDecision, base_decision
 from trafficmgr.routing.spillover import spill_damping
 from trafficmgr.routing.table_diff import TableDiff, diff_tables
 from trafficmgr.routing.table_json import content_version, table_from_json, table_to_json
@@ -39,7 +39,13 @@ from trafficmgr.routing.types import (
     RoutingTable,
     WeightedRegion,
 )
-from trafficmgr.routing.weighting import ZoneList, model_candidates, region_view, weigh_list
+from trafficmgr.routing.weighting import (
+    Entry,
+    ZoneList,
+    model_candidates,
+    region_view,
+    weigh_list,
+)
 
 __all__ = [
     "TableDiff",
@@ -60,6 +66,8 @@ _Layout = tuple[tuple[GeoPoint, int], ...]
 _Distances = tuple[tuple[float, ...] | None, tuple[int, ...]]
 _RTT_CACHE: dict[_Layout, dict[GeoPoint | None, _Distances]] = {}
 _RTT_CACHE_LIMIT = 64
+_ZONE_PLANS: dict[tuple[object, ...], list[tuple[str, ClientLocation, ResidencyDecision]]] = {}
+_ZONE_PLANS_LIMIT = 16
 
 Lists = dict[str, tuple[WeightedRegion, ...]]
 
@@ -151,15 +159,14 @@ def compile_table(
     out_zones: dict[str, Lists] = {}
     notes: dict[str, dict[str, str]] = {}
     damping = spill_damping(fleet, previous.generated_at if previous else None, now)
-    for zone in table_zones(fleet, zones):
-        client = zone_location(zone)
-        decision = base_decision(fleet, client)
+    for zone, client, decision in _zone_plan(fleet, zones):
         rtts, order = _distances(cache, layout, client.point)
         lists: Lists = {}
+        old_lists = previous.zones.get(zone, {}) if previous is not None else {}
         for model in models:
-            old = _previous(previous, zone, model)
+            old = old_lists.get(model, ())
             listed = weigh_list(fleet, decision, per_model[model], rtts, order, old, damping)
-            result = listed.entries
+            result: Sequence[Entry] = listed.entries
             if old and result:
                 result = _limit_shift(old, listed, fleet.failover.max_shift_per_tick)
             lists[model] = _rounded(result)
@@ -171,9 +178,32 @@ def compile_table(
     return RoutingTable(version, now, region_statuses, out_zones, notes)
 
 
+def _zone_plan(
+    fleet: Fleet, zones: Iterable[str] | None
+) -> list[tuple[str, ClientLocation, ResidencyDecision]]:
+    """Return the zones to compile with their clients' location and residency decision.
+
+    They depend on the rules, the regions' names and the zones only, so they are kept across
+    compiles of the same fleet.
+    """
+    wanted = None if zones is None else tuple(zones)
+    key = (fleet.residency, tuple(r.name for r in fleet.regions), fleet.clients, wanted)
+    plan = _ZONE_PLANS.get(key)
+    if plan is None:
+        plan = []
+        for zone in table_zones(fleet, wanted):
+            client = zone_location(zone)
+            plan.append((zone, client, base_decision(fleet, client)))
+        if len(_ZONE_PLANS) >= _ZONE_PLANS_LIMIT:
+            _ZONE_PLANS.clear()
+        _ZONE_PLANS[key] = plan
+    return plan
+
+
 def clear_distance_cache() -> None:
-    """Forget the cached RTTs (for benchmarks of a cold compile)."""
+    """Forget the cached RTTs and zone plans (for benchmarks of a cold compile)."""
     _RTT_CACHE.clear()
+    _ZONE_PLANS.clear()
 
 
 def _distance_cache(layout: _Layout) -> dict[GeoPoint | None, _Distances]:
@@ -202,62 +232,64 @@ def _distances(
     return found
 
 
-def _previous(previous: RoutingTable | None, zone: str, model: str) -> tuple[WeightedRegion, ...]:
-    if previous is None:
-        return ()
-    return previous.zones.get(zone, {}).get(model, ())
-
-
-def _limit_shift(
-    old: Sequence[WeightedRegion], new: ZoneList, max_shift: float
-) -> list[WeightedRegion]:
+def _limit_shift(old: Sequence[WeightedRegion], new: ZoneList, max_shift: float) -> Sequence[Entry]:
     """Move at most ``max_shift`` of the weight; weight on non-carriers leaves at once."""
     target = _normalised(new.entries)
     carriers = new.carriers
-    kept = {w.region: w.weight for w in old if w.region in carriers and w.weight > 0}
+    kept = new.kept
+    if kept is None:
+        kept = {w.region: w.weight for w in old if w.region in carriers and w.weight > 0}
     forced = 1.0 - sum(kept.values())
     start = dict(kept)
+    share = max(0.0, forced)
+    get = start.get
     for region, weight in target.items():
-        start[region] = start.get(region, 0.0) + max(0.0, forced) * weight
-    moved = sum(abs(target.get(r, 0.0) - start.get(r, 0.0)) for r in start.keys() | target) / 2
+        start[region] = get(region, 0.0) + share * weight
+    moved = 0.0
+    regions = start.keys() | target  # all in ``start``
+    target_of = target.get
+    for r in regions:
+        moved += abs(target_of(r, 0.0) - start[r])
+    moved /= 2
     if moved <= max_shift + 1e-9:
         return new.entries
     step = max_shift / moved
-    reasons = {w.region: w.reason for w in new.entries}
+    entries = {w.region: w for w in new.entries}
     limited = f"; shift limited to {max_shift:.0%} per tick"
     out = []
-    for region in sorted(start.keys() | target):
-        weight = start.get(region, 0.0) + (target.get(region, 0.0) - start.get(region, 0.0)) * step
-        reason = reasons.get(region, "phasing out") + limited
+    for region in sorted(regions):
+        was = start[region]
+        weight = was + (target_of(region, 0.0) - was) * step
+        entry = entries.get(region)
+        reason = (entry.reason if entry is not None else "phasing out") + limited
         out.append(WeightedRegion(region, weight, reason))
     return out
 
 
-def _normalised(entries: Sequence[WeightedRegion]) -> dict[str, float]:
-    total = sum(w.weight for w in entries) or 1.0
+def _normalised(entries: Sequence[Entry]) -> dict[str, float]:
+    total = sum([w.weight for w in entries]) or 1.0
     out: dict[str, float] = {}
     for w in entries:
         out[w.region] = out.get(w.region, 0.0) + w.weight / total
     return out
 
 
-def _rounded(entries: Sequence[WeightedRegion]) -> tuple[WeightedRegion, ...]:
+def _rounded(entries: Sequence[Entry]) -> tuple[WeightedRegion, ...]:
     """Round weights to 1/WEIGHT_UNITS summing to exactly 1 (largest remainder), sort them."""
-    total = sum(w.weight for w in entries if w.weight > 0)
+    positive = [w for w in entries if w.weight > 0]
+    total = sum([w.weight for w in positive])
     if total <= 0:
         return ()
-    scaled = [(w, w.weight / total * WEIGHT_UNITS) for w in entries if w.weight > 0]
-    units = [int(s) for _, s in scaled]
+    regions = [w.region for w in positive]
+    scaled = [w.weight / total * WEIGHT_UNITS for w in positive]
+    units = [int(s) for s in scaled]
     spare = WEIGHT_UNITS - sum(units)
-    by_remainder = sorted(
-        range(len(scaled)), key=lambda i: (units[i] - scaled[i][1], scaled[i][0].region)
-    )
-    for i in by_remainder[:spare]:
-        units[i] += 1
-    out = [
-        WeightedRegion(w.region, u / WEIGHT_UNITS, w.reason)
-        for (w, _), u in zip(scaled, units, strict=True)
-        if u > 0
-    ]
-    out.sort(key=lambda w: (-w.weight, w.region))
-    return tuple(out)
+    if spare:
+        # smallest (units - scaled) first, ties by region then position
+        remainders = [u - s for u, s in zip(units, scaled, strict=True)]
+        by_remainder = sorted(zip(remainders, regions, range(len(units)), strict=True))
+        for _, _, i in by_remainder[:spare]:
+            units[i] += 1
+    # heaviest first, ties by region; sorting the units sorts the weights
+    order = sorted([(-u, regions[i], i) for i, u in enumerate(units) if u > 0])
+    return tuple([WeightedRegion(r, -n / WEIGHT_UNITS, positive[i].reason) for n, r, i in order])

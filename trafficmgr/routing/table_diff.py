@@ -76,8 +76,11 @@ def diff_tables(old: RoutingTable | None, new: RoutingTable) -> TableDiff:
         for model in sorted(before_lists.keys() | after_lists.keys()):
             a = tuple(before_lists.get(model, ()))
             b = tuple(after_lists.get(model, ()))
-            if _weights(a) != _weights(b):
-                lists.append(ListChange(zone, model, a, b, _moved(a, b)))
+            if a is b or a == b:  # equal entries: equal weights, nothing moved
+                continue
+            wa, wb = _weights(a), _weights(b)
+            if wa != wb:
+                lists.append(ListChange(zone, model, a, b, _moved_weights(wa, wb)))
     return TableDiff(old.version if old else None, new.version, tuple(regions), tuple(lists))
 
 
@@ -85,9 +88,12 @@ def _weights(entries: tuple[WeightedRegion, ...]) -> dict[str, float]:
     return {w.region: w.weight for w in entries}
 
 
-def _moved(a: tuple[WeightedRegion, ...], b: tuple[WeightedRegion, ...]) -> float:
+def _moved_weights(wa: dict[str, float], wb: dict[str, float]) -> float:
     """Return the share of traffic that moved (half the L1 distance; 1 to or from empty)."""
-    if not a or not b:
+    if not wa or not wb:
         return 1.0
-    wa, wb = _weights(a), _weights(b)
-    return min(1.0, sum(abs(wa.get(r, 0.0) - wb.get(r, 0.0)) for r in wa.keys() | wb) / 2)
+    moved = 0.0
+    before, after = wa.get, wb.get
+    for region in wa.keys() | wb:
+        moved += abs(before(region, 0.0) - after(region, 0.0))
+    return min(1.0, moved / 2)

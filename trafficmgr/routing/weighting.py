@@ -28,9 +28,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from itertools import chain
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from math import exp
 
 from trafficmgr.routing.health import config_status
 from trafficmgr.routing.residency import ResidencyDecision, apply_availability
@@ -87,6 +87,9 @@ class Candidate:
     demand: float  # demanded / live capacity of the region, >= 0
     base: float  # weight x capacity x headroom factor x ramp
     full: float  # the same without the ramp
+    index: int  # of its region in the fleet (and in the RTTs)
+    priority: int  # of its region
+    name: str  # of its region
 
 
 @dataclass(slots=True)
@@ -96,15 +99,82 @@ class ModelCandidates:
     entries: list[Candidate | None]  # per region index; None when not eligible
     configured: list[RegionView]  # regions with an active endpoint serving the model
     serving: frozenset[str]  # names of the eligible regions
+    # per residency region set: the allowed regions, and the failover text per first priority
+    allowed: dict[frozenset[str] | None, list[RegionView]] = field(default_factory=dict)
+    lost: dict[tuple[frozenset[str] | None, int], str] = field(default_factory=dict)
+
+
+class Weighed:
+    """A region's weight in one list before rounding; its reason is written when read.
+
+    Most of a list's regions round to nothing, so their reasons are never needed.
+    """
+
+    __slots__ = ("_rtt", "_tail", "_view", "region", "weight")
+
+    def __init__(
+        self, view: RegionView, weight: float, rtt: float | None, tail: str | SpillNote
+    ) -> None:
+        self.region = view.region.name
+        self.weight = weight
+        self._view = view
+        self._rtt = rtt
+        self._tail = tail
+
+    @property
+    def reason(self) -> str:
+        """Return why the region has this weight."""
+        v = self._view
+        rtt = "" if self._rtt is None else _rtt_text(self._rtt)
+        return f"{v.label}{rtt}{v.detail}{self._tail}"
+
+
+def _rtt_text(rtt: float) -> str:
+    """Return the RTT part of a reason (remembered: zones and regions do not move)."""
+    text = _RTT_TEXT.get(rtt) if rtt else None  # 0.0 and -0.0 are one key but print apart
+    if text is None:
+        if len(_RTT_TEXT) >= _RTT_TEXT_LIMIT:
+            _RTT_TEXT.clear()
+        text = _RTT_TEXT[rtt] = f", rtt ~{rtt:.0f} ms"
+    return text
+
+
+_RTT_TEXT: dict[float, str] = {}
+_RTT_TEXT_LIMIT = 65_536
+
+
+class SpillNote:
+    """Why a tier passed traffic on, written only when a reason shows it."""
+
+    __slots__ = ("_args", "_residency", "_text")
+
+    def __init__(
+        self, names: list[str], demand: float, goal: float, kept: float, ramp: float, residency: str
+    ) -> None:
+        self._args = (names, demand, goal, kept, ramp)
+        self._residency = residency
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = spill_note(*self._args) + self._residency
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+Entry = WeightedRegion | Weighed
 
 
 @dataclass(slots=True)
 class ZoneList:
     """One zone/model list before rounding."""
 
-    entries: list[WeightedRegion]
+    entries: Sequence[Entry]
     note: str  # why it is empty or fail-open; "" otherwise
     carriers: frozenset[str]  # regions allowed to carry weight (for the shift limit)
+    kept: dict[str, float] | None = None  # the previous list's weights on the carriers
 
 
 def region_view(
@@ -147,7 +217,12 @@ def model_candidates(views: Sequence[RegionView], model: str) -> ModelCandidates
         room = HEADROOM_FLOOR / demand if demand > 1.0 else HEADROOM_FLOOR + headroom
         full = v.region.weight * cap * room
         ramp = max(MIN_RAMP, _unit(v.status.ramp, 1.0))
-        entries.append(Candidate(v, cap, headroom, demand, full * ramp, full))
+        region = v.region
+        entries.append(
+            Candidate(
+                v, cap, headroom, demand, full * ramp, full, v.index, region.priority, region.name
+            )
+        )
     configured = [v for v in views if model in v.configured]
     serving = frozenset(e.view.region.name for e in entries if e is not None)
     return ModelCandidates(entries, configured, serving)
@@ -183,28 +258,30 @@ def weigh_list(
         down = {n for n in decision.preferred if n not in model.serving}
         decision = apply_availability(decision, down)
     inside = None if decision.regions is None else frozenset(decision.regions)
-    allowed = model.configured
-    if inside is not None:
-        allowed = [v for v in allowed if v.region.name in inside]
+    allowed = model.allowed.get(inside)
+    if allowed is None:
+        allowed = model.configured
+        if inside is not None:
+            allowed = [v for v in allowed if v.region.name in inside]
+        model.allowed[inside] = allowed
     if not allowed:
         return ZoneList([], _nobody(decision), frozenset())
     entries = model.entries
-    eligible = (
-        e
-        for i in order
-        if (e := entries[i]) is not None and (inside is None or e.view.region.name in inside)
-    )
-    first = next(eligible, None)
+    tiers = _LazyTiers(_tiers(order, entries, inside, rtts))
+    first = tiers.at(0)
     if first is None:
         return _all_down(fleet, decision, allowed, rtts)
     residency = f"; residency: {decision.reason}" if decision.rules else ""
-    lost = _lost(allowed, first.view.region.priority)
+    priority = first[0].priority
+    lost = model.lost.get((inside, priority))
+    if lost is None:
+        lost = model.lost[(inside, priority)] = _lost(allowed, priority)
     carriers = model.serving if inside is None else model.serving & inside
     kept = {w.region: w.weight for w in previous if w.region in carriers and w.weight > 0}
-    forced = sum(w.weight for w in previous) - sum(kept.values())
+    forced = sum([w.weight for w in previous]) - sum(kept.values())
     spill = list_spill(fleet.failover.spillover_headroom, kept, forced, damping)
-    weighed = _weigh(chain((first,), eligible), rtts, spill, lost + residency, residency)
-    return ZoneList(weighed, "", carriers)
+    weighed = _weigh(tiers, rtts, spill, lost + residency, residency)
+    return ZoneList(weighed, "", carriers, kept)
 
 
 def _nobody(decision: ResidencyDecision) -> str:
@@ -231,17 +308,25 @@ def _by_priority(view: RegionView) -> tuple[int, int]:
 
 
 def _tiers(
-    eligible: Iterator[Candidate], rtts: tuple[float, ...] | None
+    order: Sequence[int],
+    entries: Sequence[Candidate | None],
+    inside: frozenset[str] | None,
+    rtts: tuple[float, ...] | None,
 ) -> Iterator[list[Candidate]]:
-    """Cut regions sorted by (priority, RTT) into tiers: one priority, within FAR_MS."""
+    """Cut eligible regions sorted by (priority, RTT) into tiers: one priority, within FAR_MS."""
     tier: list[Candidate] = []
+    priority = 0
     best = 0.0
-    for e in eligible:
-        rtt = rtts[e.view.index] if rtts else 0.0
-        if tier and (e.view.region.priority != tier[0].view.region.priority or rtt - best > FAR_MS):
+    for i in order:
+        e = entries[i]
+        if e is None or (inside is not None and e.name not in inside):
+            continue
+        rtt = rtts[i] if rtts else 0.0
+        if tier and (e.priority != priority or rtt - best > FAR_MS):
             yield tier
             tier = []
         if not tier:
+            priority = e.priority
             best = rtt
         tier.append(e)
     if tier:
@@ -249,30 +334,27 @@ def _tiers(
 
 
 def _weigh(
-    eligible: Iterator[Candidate],
+    tiers: _LazyTiers,
     rtts: tuple[float, ...] | None,
     spill: Spill,
     first_note: str,
     residency: str,
-) -> list[WeightedRegion]:
+) -> list[Entry]:
     """Share one list's traffic over the tiers: the first takes it, later ones get spillover."""
-    out: list[WeightedRegion] = []
+    out: list[Entry] = []
     remaining = 1.0  # share of the list's traffic reaching this tier
     before = sum(spill.previous.values())  # previous weight on this tier and the later ones
-    tail = first_note
-    tiers = _LazyTiers(_tiers(eligible, rtts))
+    previous_of = spill.previous.get if spill.previous else None
+    tail: str | SpillNote = first_note
     k = 0
     tier = tiers.at(0)
     while tier is not None and remaining > 1e-9:
         following = tiers.at(k + 1)
-        prox = _proximity(tier, rtts)
-        raw = [e.base * p for e, p in zip(tier, prox, strict=True)]
-        full = sum(e.full * p for e, p in zip(tier, prox, strict=True))
-        ramp = sum(raw) / full if full > 0 else 0.0
-        had = sum(spill.previous.get(e.view.region.name, 0.0) for e in tier)
-        take, note = remaining, ""
+        times, raw, raw_total, full, had, demand = _tier_figures(tier, rtts, previous_of)
+        ramp = raw_total / full if full > 0 else 0.0
+        take = remaining
+        note: str | SpillNote = ""
         if following is not None:
-            demand = _tier_demand(tier)
             previous = had / before if before > 1e-9 else None
             goal = spill.target
             if demand > goal or (previous is not None and previous < 1.0):
@@ -286,14 +368,12 @@ def _weigh(
                 crowded=goal > spill.target,
             )
             take = remaining * min(kept, ramp)
-            names = [e.view.region.name for e in tier]
-            note = spill_note(names, demand, goal, kept, ramp) + residency
-        total = sum(raw) or 1.0
-        for e, r in zip(tier, raw, strict=True):
-            v = e.view
-            rtt = f", rtt ~{rtts[v.index]:.0f} ms" if rtts else ""
-            reason = f"{v.label}{rtt}{v.detail}{tail}"
-            out.append(WeightedRegion(v.region.name, take * r / total, reason))
+            if remaining - take > 1e-9:  # only a tier that is reached shows the note
+                names = [e.name for e in tier]
+                note = SpillNote(names, demand, goal, kept, ramp, residency)
+        total = raw_total or 1.0
+        for e, r, t in zip(tier, raw, times, strict=True):
+            out.append(Weighed(e.view, take * r / total, t, tail))
         tail = note
         remaining -= take
         before -= had
@@ -327,31 +407,53 @@ class _LazyTiers:
         return self._rest[k] if k < len(self._rest) else 0.0
 
 
-def _proximity(tier: Sequence[Candidate], rtts: tuple[float, ...] | None) -> list[float]:
-    """Return each region's proximity factor against the tier's reference RTT.
+def _tier_figures(
+    tier: list[Candidate],
+    rtts: tuple[float, ...] | None,
+    previous_of: Callable[[str, float], float] | None,
+) -> tuple[list[float] | list[None], list[float], float, float, float, float]:
+    """Return a tier's RTTs, raw weights and their sums, previous weight and demand.
 
-    The reference is the mean RTT of the tier's regions weighted by ``headroom x proximity to
-    the nearest``: the nearest region's RTT while it has room, moving smoothly towards the
-    next ones as it fills (a step would flip weights between ticks), the nearest's when none
-    has room. Regions nearer than the reference get 1.
+    The sums are of the raw weights and of the same without slow start. A raw weight is the
+    region's base weight times its proximity factor against the tier's reference RTT: the
+    mean RTT of the tier's regions weighted by ``headroom x proximity to the nearest``, so the
+    nearest region's RTT while it has room, moving smoothly towards the next ones as it fills
+    (a step would flip weights between ticks), the nearest's when none has room. Regions
+    nearer than the reference get 1. The demand is the regions' demands weighted by their
+    capacity for the model.
     """
-    if not rtts:
-        return [1.0] * len(tier)
-    times = [rtts[e.view.index] for e in tier]
-    nearest = times[0]
-    pulls = [
-        e.headroom * math.exp((nearest - t) / PROXIMITY_TAU_MS)
-        for e, t in zip(tier, times, strict=True)
-    ]
-    total = sum(pulls)
-    ref = sum(p * t for p, t in zip(pulls, times, strict=True)) / total if total > 0 else nearest
-    return [min(1.0, math.exp((ref - t) / PROXIMITY_TAU_MS)) for t in times]
-
-
-def _tier_demand(tier: Sequence[Candidate]) -> float:
-    """Return a tier's demand: its regions' demands weighted by their capacity for the model."""
-    capacity = sum(e.capacity for e in tier)
-    return sum(e.capacity * e.demand for e in tier) / capacity if capacity > 0 else 0.0
+    raw: list[float] = []
+    raw_total = full = had = capacity = demanded = 0.0
+    times: list[float] | list[None]
+    if rtts:
+        times = measured = [rtts[e.index] for e in tier]
+        nearest = measured[0]
+        pulled = moment = 0.0
+        for e, t in zip(tier, measured, strict=True):
+            pull = e.headroom * exp((nearest - t) / PROXIMITY_TAU_MS)
+            pulled += pull
+            moment += pull * t
+        ref = moment / pulled if pulled > 0 else nearest
+        for e, t in zip(tier, measured, strict=True):
+            proximity = min(1.0, exp((ref - t) / PROXIMITY_TAU_MS))
+            r = e.base * proximity
+            raw.append(r)
+            raw_total += r
+            full += e.full * proximity
+    else:
+        times = [None] * len(tier)
+        for e in tier:
+            r = e.base * 1.0
+            raw.append(r)
+            raw_total += r
+            full += e.full * 1.0
+    for e in tier:
+        if previous_of is not None:
+            had += previous_of(e.name, 0.0)
+        capacity += e.capacity
+        demanded += e.capacity * e.demand
+    demand = demanded / capacity if capacity > 0 else 0.0
+    return times, raw, raw_total, full, had, demand
 
 
 def _all_down(
