@@ -246,7 +246,9 @@ def _limit_shift(old: Sequence[WeightedRegion], new: ZoneList, max_shift: float)
     for region, weight in target.items():
         start[region] = get(region, 0.0) + share * weight
     moved = 0.0
-    regions = start.keys() | target  # all in ``start``
+    # Summed in name order: set order follows per-process string hashing, and the last bits
+    # of this sum can tip the rounding, so another process would publish another version.
+    regions = sorted(start.keys() | target)  # all in ``start``
     target_of = target.get
     for r in regions:
         moved += abs(target_of(r, 0.0) - start[r])
@@ -257,7 +259,7 @@ def _limit_shift(old: Sequence[WeightedRegion], new: ZoneList, max_shift: float)
     entries = {w.region: w for w in new.entries}
     limited = f"; shift limited to {max_shift:.0%} per tick"
     out = []
-    for region in sorted(regions):
+    for region in regions:
         was = start[region]
         weight = was + (target_of(region, 0.0) - was) * step
         entry = entries.get(region)

@@ -94,6 +94,6 @@ def _moved_weights(wa: dict[str, float], wb: dict[str, float]) -> float:
         return 1.0
     moved = 0.0
     before, after = wa.get, wb.get
-    for region in wa.keys() | wb:
+    for region in sorted(wa.keys() | wb):  # name order: the same sum in every process
         moved += abs(before(region, 0.0) - after(region, 0.0))
     return min(1.0, moved / 2)
