@@ -218,6 +218,18 @@ class Demo:
         for line in self.proc.stdout:
             self.lines.append(line)
 
+    def interrupt(self, timeout: float = 60) -> int:
+        """Ctrl-C the demo and return its exit code; kill it (and fail) if it does not stop."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(
+                f"demo still running {timeout:g} s after Ctrl-C:\n{''.join(self.lines)}"
+            ) from None
+
     def wait_for(self, marker: str, timeout: float = 90) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -249,8 +261,7 @@ def test_demo_serves_the_api_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         demo.wait_for(f'curl -H "Authorization: Bearer {token}" {base}/api/v1/regions/')
         demo.wait_for(f"GeoDNS     127.0.0.1:{dns_port} (udp+tcp)")
     finally:
-        demo.proc.send_signal(signal.SIGINT)
-        code = demo.proc.wait(timeout=30)
+        code = demo.interrupt()
     demo.wait_for("trafficmgr demo stopped.", timeout=5)
     assert code == 0, "".join(demo.lines)
     assert "Traceback" not in "".join(demo.lines)
@@ -292,7 +303,6 @@ def test_demo_runs_loop_dns_and_agents_together(tmp_path: Path) -> None:
         # 81.2.69.142 is GB in the test database: strict EU residency, eu-* only.
         assert addresses and addresses <= {"192.0.2.10", "192.0.2.20"}, addresses
     finally:
-        demo.proc.send_signal(signal.SIGINT)
-        code = demo.proc.wait(timeout=30)
+        code = demo.interrupt()
     assert code == 0, "".join(demo.lines)
     assert "Traceback" not in "".join(demo.lines)
