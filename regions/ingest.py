@@ -2,10 +2,11 @@
 
 A heartbeat is refused (400, naming the field) for unknown keys, wrong JSON types (no
 silent coercion: ``"12"`` is not a number, ``true`` is not 1), NaN or ±Infinity (also when
-spelled ``1e999``), ``util_pct`` outside 0..100, a ``util_source`` other than ``gpm_sm`` / ``nvml_util``, memory used above total, more than
-``MAX_GPUS`` GPUs, over-long strings or lists, and ``sent_at`` more than ``FUTURE_S`` ahead of
-or ``PAST_S`` behind the control plane's clock. A replayed or out-of-order ``seq`` is not an
-error: it is answered 200 ``{"accepted": false, "reason": "stale seq"}`` and changes nothing.
+spelled ``1e999``), ``util_pct`` outside 0..100, a ``util_source`` other than ``gpm_sm`` or
+``nvml_util``, memory used above total, more than ``MAX_GPUS`` GPUs, over-long strings or
+lists, and ``sent_at`` more than ``FUTURE_S`` ahead of or ``PAST_S`` behind the control
+plane's clock. A replayed or out-of-order ``seq`` is not an error: it is answered 200
+``{"accepted": false, "reason": "stale seq"}`` and changes nothing.
 """
 
 from __future__ import annotations
