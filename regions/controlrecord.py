@@ -25,7 +25,7 @@ from django.db import models
 from django.db.models.functions import Cast
 
 from regions.hotstate import json_bytes
-from regions.models import Event, EventKind, RoutingTableVersion
+from regions.models import DocumentField, Event, EventKind, RoutingTableVersion
 from trafficmgr.routing.failover import Transition
 from trafficmgr.routing.table import diff_tables, table_from_json, table_to_json
 from trafficmgr.routing.table_diff import TableDiff
@@ -189,7 +189,7 @@ def _version_of(table: RoutingTable | None) -> str | None:
 
 def _as_json(text: bytes) -> Cast:
     """Store JSON text as it is: the database parses it, nothing encodes it again."""
-    return Cast(models.Value(text.decode()), output_field=models.JSONField())
+    return Cast(models.Value(text.decode()), output_field=DocumentField())
 
 
 def record_version(update: TableUpdate, now: float) -> bool:

@@ -1,0 +1,49 @@
+"""How the table history is stored: whole documents, kept as written, compressed cheaply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_documents_round_trip_as_written() -> None:
+    from regions.controlrecord import _as_json
+    from regions.models import RoutingTableVersion
+
+    text = b'{"zones":{"DE":{"llama":[{"region":"eu-west","weight":1.0}]}},"n":[1,2.5,null]}'
+    RoutingTableVersion.objects.create(
+        version="v1", generated_at="2026-11-24T00:00:00Z", table=_as_json(text), diff={}
+    )
+    row = RoutingTableVersion.objects.get(version="v1")
+    assert row.table == {
+        "zones": {"DE": {"llama": [{"region": "eu-west", "weight": 1.0}]}},
+        "n": [1, 2.5, None],
+    }
+    assert row.diff == {}
+    assert RoutingTableVersion.objects.filter(table__zones__DE__isnull=False).count() == 1
+
+
+@pytest.mark.integration
+def test_postgresql_keeps_json_text_with_lz4() -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the column types are PostgreSQL's (set DATABASE_URL)")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, format_type(atttypid, atttypmod), attcompression "
+            "FROM pg_attribute WHERE attrelid = 'regions_routingtableversion'::regclass "
+            "AND attname IN ('table', 'diff') ORDER BY attname"
+        )
+        columns: list[Any] = cursor.fetchall()
+        cursor.execute(
+            "SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' "
+            "AND 'lz4' = ANY(enumvals)"
+        )
+        has_lz4 = cursor.fetchone() is not None
+    assert [(name, kind) for name, kind, _ in columns] == [("diff", "json"), ("table", "json")]
+    if has_lz4:
+        assert {c for _, _, c in columns} == {"l"}
