@@ -33,6 +33,7 @@ from regions.controlrecord import DASHBOARD_GROUP
 log = logging.getLogger(__name__)
 
 RELAY_TYPE = "relay.text"
+RELAY_RETRY_S = 0.5  # between receive attempts after a channel-layer failure
 
 
 @dataclass(slots=True)
@@ -125,7 +126,14 @@ class LiveFeed:
 
     async def _relay(self, layer: Any, channel: str) -> None:
         while True:
-            message = await layer.receive(channel)
+            try:
+                message = await layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis away or slow: the relay outlives it, else tables stop
+                log.exception("dashboard relay could not receive; retrying")
+                await asyncio.sleep(RELAY_RETRY_S)
+                continue
             try:
                 await layer.group_send(self.group, relayed(message))
             except Exception:  # one bad message must not end the relay

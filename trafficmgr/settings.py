@@ -98,10 +98,13 @@ if REDIS_URL:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
+    # channels_redis waits up to 5 s in BZPOPMIN for a message; redis-py >= 6 gives every read
+    # a 5 s socket timeout by default, so a quiet spell raised TimeoutError in the receive and
+    # ended the dashboards' relay. Reads may block longer than the layer's own wait.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
         }
     }
 else:
