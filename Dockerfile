@@ -13,4 +13,9 @@ RUN pip install --no-cache-dir . \
     && mkdir -p /app/var && chown trafficmgr /app/var
 USER 10001
 EXPOSE 8000 5353/udp 5353/tcp
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "trafficmgr.asgi:application"]
+# The web process, as docker-compose.yml runs it (which also says why each flag); uvicorn reads
+# the number of worker processes from WEB_CONCURRENCY.
+ENV WEB_CONCURRENCY=2
+CMD ["uvicorn", "trafficmgr.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
+     "--lifespan", "off", "--no-access-log", "--ws-per-message-deflate", "false", \
+     "--timeout-graceful-shutdown", "10"]

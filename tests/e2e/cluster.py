@@ -2,8 +2,9 @@
 
 One ``Cluster`` owns: a PostgreSQL database of its own (``trafficmgr_e2e_<pid>``, created
 and dropped afterwards), a Redis of its own (``start_redis``), the one-shot commands
-(``migrate``, ``apply_fleet``, ``create_token``) and the long-running services: ``daphne
-trafficmgr.asgi:application``, ``celery -A trafficmgr worker``, ``celery -A trafficmgr beat``,
+(``migrate``, ``apply_fleet``, ``create_token``) and the long-running services: the web
+service's own command from docker-compose.yml (``uvicorn trafficmgr.asgi:application --workers
+2 ...``, see ``web_command``), ``celery -A trafficmgr worker``, ``celery -A trafficmgr beat``,
 ``manage.py dnsserver`` and one ``trafficmgr-agent --simulate`` per endpoint of the fleet.
 Each process runs in a session of its own (so a signal to its group reaches its children,
 e.g. the worker's pool) and logs to a file under ``workdir``; ``stop`` ends every group it
@@ -16,6 +17,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -48,6 +50,8 @@ STOP_GRACE_S = 8.0
 TABLE_KEY = "trafficmgr:table"
 TABLE_CHANNEL = "trafficmgr:table:updates"
 HEARTBEATS_KEY = "trafficmgr:heartbeats"
+
+WEB_WORKERS = 2  # what compose runs by default, and enough to show the workers share updates
 
 T = TypeVar("T")
 
@@ -100,6 +104,22 @@ def free_port(kinds: Iterable[int] = (socket.SOCK_STREAM,)) -> int:
                 continue
             return port
     raise RuntimeError("no free loopback port")
+
+
+def web_command(port: int, workers: int) -> list[str]:
+    """docker-compose.yml's web command, on 127.0.0.1:``port`` with ``workers`` processes.
+
+    Read from the compose file so that the tests run the web process exactly as deployed.
+    """
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    argv = [str(arg) for arg in compose["services"]["web"]["command"]]
+    given = {"--host": "127.0.0.1", "--port": str(port), "--workers": str(workers)}
+    for flag, value in given.items():
+        assert flag in argv, f"docker-compose.yml's web command has no {flag}: {argv}"
+        argv[argv.index(flag) + 1] = value
+    leftover = [arg for arg in argv if "$" in arg]
+    assert not leftover, f"unresolved variables in the web command: {leftover}"
+    return [str(BIN / argv[0]), *argv[1:]]
 
 
 # --- processes ----------------------------------------------------------------------------
@@ -243,13 +263,7 @@ class Cluster:
 
     def start_services(self) -> None:
         """The long-running processes of docker-compose.yml, with its commands."""
-        self.spawn(
-            "web",
-            [
-                *(str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.http_port)),
-                "trafficmgr.asgi:application",
-            ],
-        )
+        self.spawn("web", web_command(self.http_port, WEB_WORKERS))
         celery = str(BIN / "celery")
         self.spawn(
             "worker",
@@ -289,6 +303,11 @@ class Cluster:
             return max(1.0, deadline - time.monotonic())
 
         wait_until(lambda: self._http_ok("/readyz"), left(), "the web server's /readyz")
+        wait_until(
+            lambda: len(self.web_workers()) >= WEB_WORKERS,
+            left(),
+            f"{WEB_WORKERS} uvicorn worker processes to start",
+        )
         wait_until(self._dns_answers, left(), "the DNS server to answer SOA")
         wait_until(lambda: self._logged("worker", " ready."), left(), "the celery worker")
         wait_until(lambda: self._logged("beat", "beat: Starting"), left(), "celery beat")
@@ -326,6 +345,11 @@ class Cluster:
             if r["name"] == region:
                 return [e["name"] for e in r["endpoints"]]
         raise KeyError(region)
+
+    def web_workers(self) -> list[int]:
+        """The pids of the web server's worker processes alive now (from uvicorn's log)."""
+        started = re.findall(r"Started server process \[(\d+)\]", self.process("web").text())
+        return [int(pid) for pid in dict.fromkeys(started) if os.path.exists(f"/proc/{pid}")]
 
     def process(self, name: str) -> Process:
         for proc in reversed(self.processes):

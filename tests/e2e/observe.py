@@ -5,17 +5,22 @@
 - ``Api``: the REST API with a bearer token (``GET /api/v1/routing/table``, drills).
 - ``ask_dns``: one UDP query with an EDNS Client Subnet, answered regions by address.
 - ``DnsWatch``: vantage points asking over and over from a thread.
+- ``socket_owners``: which process holds the server end of each TCP connection to a port.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import os
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dns.edns
@@ -239,3 +244,31 @@ def region_of_address(fleet: dict[str, Any]) -> dict[str, str]:
     return {
         str(ipaddress.ip_address(a)): r["name"] for r in fleet["regions"] for a in r["addresses"]
     }
+
+
+# --- sockets ------------------------------------------------------------------------------
+
+TCP_ESTABLISHED = "01"
+
+
+def socket_owners(pids: Iterable[int], server_port: int) -> dict[int, int]:
+    """Client port → the process (of ``pids``) holding the accepted end of each established
+    TCP connection to ``server_port``, read from Linux's /proc (net/tcp and each fd)."""
+    client_port_of: dict[str, int] = {}  # socket inode → the peer's port
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
+                if state == TCP_ESTABLISHED and int(local.rsplit(":", 1)[1], 16) == server_port:
+                    client_port_of[inode] = int(remote.rsplit(":", 1)[1], 16)
+    owners: dict[int, int] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):  # the process is gone
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):  # the fd closed meanwhile
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    inode = target.removeprefix("socket:[").removesuffix("]")
+                    if target.startswith("socket:[") and inode in client_port_of:
+                        owners[client_port_of[inode]] = pid
+    return owners
