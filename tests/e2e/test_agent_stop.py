@@ -84,8 +84,12 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
         seen_after = time.time() - stopped_at
         last_beat = cluster.heartbeat(ENDPOINT)
         assert last_beat is not None
-        first_down = feed.first(stopped_at, lambda t: t.state(REGION) == "down")
-        assert first_down is not None, f"no table with {REGION} down was published"
+        # The feed's thread reads the table after its pub/sub message: it may trail the API.
+        first_down = wait_until(
+            lambda: feed.first(stopped_at, lambda t: t.state(REGION) == "down"),
+            5,
+            f"the published table feed to show {REGION} down",
+        )
         tables = describe(feed.since(stopped_at - 1), stopped_at)
         detected = first_down.generated_at - stopped_at
         silent = first_down.generated_at - float(last_beat["received_at"])
@@ -124,6 +128,11 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
             recovery_bound,
             f"{REGION} healthy at full ramp again after SIGCONT",
             every=0.2,
+        )
+        wait_until(
+            lambda: feed.first(resumed_at, lambda t: t.state(REGION) == "healthy"),
+            5,
+            f"the published table feed to show {REGION} healthy again",
         )
         after = feed.since(resumed_at)
         tables = describe(after, resumed_at)
