@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import statistics
 import subprocess
@@ -63,6 +64,33 @@ def run_dnsperf(
         cuts = statistics.quantiles(found, n=100)
         result.p50_ms, result.p99_ms = cuts[49] * 1000, cuts[98] * 1000
     return result
+
+
+def run_queue_wait_s(pid: int) -> float:
+    """Return the seconds a process and its children have spent runnable but not running.
+
+    The kernel's ``schedstat`` (second field, per thread): while a server waits there for a
+    core, datagrams queue up whatever the server does, so this tells a latency run whose
+    tail is the machine's (dnsperf and other work on the same cores) from one whose tail is
+    the server's own.
+    """
+    total = 0
+    pids = [pid]
+    for task in _tasks(pid):
+        with contextlib.suppress(OSError):
+            pids += [int(c) for c in Path(f"{task}/children").read_text().split()]
+    for one in pids:
+        for task in _tasks(one):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                total += int(Path(f"{task}/schedstat").read_text().split()[1])
+    return total / 1e9
+
+
+def _tasks(pid: int) -> list[Path]:
+    try:
+        return list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
 
 
 def _stat(text: str, label: str) -> float:

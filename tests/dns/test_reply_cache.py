@@ -26,6 +26,7 @@ from tests.dns.world import (
     rcode_of,
 )
 from trafficmgr.dns.ratelimit import RateLimiter
+from trafficmgr.dns.replies import ReplyCache
 from trafficmgr.dns.server import DnsServer
 
 Make = Callable[..., DnsServer]
@@ -171,3 +172,16 @@ def test_the_reply_cache_stays_bounded(make_server: Make) -> None:
         ask(server, query(NAME, "A"), source=f"10.1.{i}.1")
     assert server.metrics["reply_cache_entries"] <= 100  # 50 of each kind at most
     assert addresses(ask(server, query(NAME, "A", ecs=(GB, 32)))) <= EU_V4
+
+
+def test_a_full_cache_forgets_its_oldest_reply_first() -> None:
+    cache = ReplyCache(limit=3)
+    for n in range(4):
+        cache.put(b"query %d" % n, None, b"reply %d" % n, 0)
+    cache.put(b"query 9", "192.0.2", b"by source", 0)  # the other table has its own bound
+    assert len(cache) == 4
+    assert cache.get(b"query 0", "192.0.2.1") is None
+    assert cache.get(b"query 1", "192.0.2.1") == (b"reply 1", 0)
+    assert cache.get(b"query 9", "192.0.2.77") == (b"by source", 0)
+    cache.put(b"query 1", None, b"again", 0)  # a key already kept evicts nothing
+    assert cache.get(b"query 2", "192.0.2.1") == (b"reply 2", 0)

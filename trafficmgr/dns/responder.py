@@ -27,6 +27,7 @@ import logging
 import socket
 import struct
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -131,7 +132,7 @@ class Responder:
         self.routed = RoutedAnswers(config.answers)
         self.replies = ReplyCache(config.cache_size)
         self._hits = counters.hits
-        self._cache: dict[tuple[object, ...], Rendered] = {}
+        self._cache: OrderedDict[tuple[object, ...], Rendered] = OrderedDict()
         self._candidates: dict[tuple[object, ...], Candidates] = {}
         self._cache_for: tuple[Snapshot, ZoneData] | None = None
         self._where: dict[bytes, tuple[ClientLocation, int]] = {}
@@ -317,7 +318,7 @@ class Responder:
 
     def _store(self, key: tuple[object, ...], rendered: Rendered) -> None:
         if len(self._cache) >= self.config.cache_size:
-            del self._cache[next(iter(self._cache))]  # oldest first: cheap and good enough
+            self._cache.popitem(last=False)  # oldest first, in constant time (see ``replies``)
         self._cache[key] = rendered
 
     def _locate(
