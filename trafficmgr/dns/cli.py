@@ -44,6 +44,13 @@ def add_server_arguments(parser: argparse.ArgumentParser, fleet_required: bool =
     parser.add_argument(
         "--ns-address", action="append", default=[], help="address of ns1.<zone> (repeatable)"
     )
+    parser.add_argument(
+        "--fleet-poll",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="read the fleet (file or database) again this often, serve changes (0: never)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -53,6 +60,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise ValueError("--workers and --answers must be at least 1")
     if args.rrl_rate < 0 or args.rrl_slip < 0:
         raise ValueError("--rrl-rate and --rrl-slip must not be negative")
+    if not 0 <= args.fleet_poll < float("inf"):
+        raise ValueError("--fleet-poll must be a number of seconds, 0 or more")
     return ServerConfig(
         host=host,
         port=port,
@@ -67,11 +76,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         rrl_burst=args.rrl_burst,
         rrl_slip=args.rrl_slip,
         ns_addresses=tuple(args.ns_address),
+        fleet_poll_s=args.fleet_poll,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and serve until interrupted."""
+    from trafficmgr.dns.fleetwatch import FleetFile
     from trafficmgr.dns.server import DnsServer, serve
     from trafficmgr.fleetfile import FleetError, load_fleet_file
 
@@ -95,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  try: dig @{host} -p {port} {fleet.models()[0]}.{fleet.zone} A", flush=True)
 
     try:
-        serve(fleet, config, ready)
+        serve(fleet, config, ready, fleet_source=FleetFile(args.fleet))
     except OSError as exc:
         print(f"cannot serve: {exc}", file=sys.stderr)
         return 1

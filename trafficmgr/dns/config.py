@@ -31,6 +31,7 @@ class ServerConfig:
     tcp_idle_timeout_s: float = 10.0
     tcp_max_connections: int = 256
     poll_interval_s: float = 1.0  # how often the table file is checked
+    fleet_poll_s: float = 5.0  # how often the fleet source is read again; 0: never
     nameserver: str = "ns1"  # label of the apex NS name, inside the zone
     ns_addresses: tuple[str, ...] = ()  # its A/AAAA; empty: the listen address if specific
 

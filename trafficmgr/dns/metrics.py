@@ -53,6 +53,8 @@ EVENTS = (
     "table_source_errors",
     "table_persist_errors",
     "redis_errors",
+    "fleet_updates",  # a changed fleet read from the fleet source and served
+    "fleet_errors",  # the fleet source failed or held no regions; the fleet stayed
 )
 
 

@@ -6,7 +6,9 @@ also works for port 0) and starts the table sources; ``set_table`` is the in-pro
 source; ``metrics`` returns the counters. ``ServerThread`` runs one on its own event loop
 in a thread, for callers that are not asyncio code (the demo, the socket tests).
 ``serve`` runs one until SIGINT/SIGTERM, in this process or in ``workers`` processes that
-share the port through SO_REUSEPORT (the kernel spreads the datagrams over them).
+share the port through SO_REUSEPORT (the kernel spreads the datagrams over them); such a
+process does nothing but serve, so it also keeps the garbage collector's full collections
+short (``heap``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import replace
 from typing import Any
 
 from trafficmgr.dns.config import ServerConfig
+from trafficmgr.dns.fleetwatch import FleetSource, follow_fleet
+from trafficmgr.dns.heap import HeapKeeper
 from trafficmgr.dns.metrics import Counters
 from trafficmgr.dns.responder import Locating, Responder
 from trafficmgr.dns.sources import RedisSource, watch_file
@@ -104,6 +108,11 @@ class DnsServer:
     def set_table(self, table: RoutingTable) -> bool:
         """Serve ``table`` from now on (the in-process table source); thread-safe."""
         return self.store.set(table, "setter")
+
+    @property
+    def fleet(self) -> Fleet:
+        """Return the fleet being served."""
+        return self.zone.fleet
 
     def set_fleet(self, fleet: Fleet) -> None:
         """Serve a changed fleet (names, addresses, TTL, static table)."""
@@ -261,16 +270,28 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
-async def _serve_until_signal(server: DnsServer, ready: Callable[[DnsServer], None]) -> None:
+async def _serve_until_signal(
+    server: DnsServer,
+    ready: Callable[[DnsServer], None],
+    fleet_source: FleetSource | None = None,
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
+    heap = HeapKeeper()
+    heap.settle()  # startup's objects live as long as the process: no collection need walk them
+    background = [asyncio.create_task(heap.run())]
+    if fleet_source is not None and server.config.fleet_poll_s > 0:
+        following = follow_fleet(server, fleet_source, server.config.fleet_poll_s)
+        background.append(asyncio.create_task(following))
     ready(server)
     try:
         await stop.wait()
     finally:
+        for task in background:
+            task.cancel()
         await server.stop()
 
 
@@ -279,25 +300,31 @@ def serve(
     config: ServerConfig,
     ready: Callable[[DnsServer], None] = lambda server: None,
     reuse_port: bool = False,
+    fleet_source: FleetSource | None = None,
 ) -> None:
-    """Serve until SIGINT or SIGTERM; with ``config.workers`` > 1, in that many processes."""
+    """Serve until SIGINT or SIGTERM; with ``config.workers`` > 1, in that many processes.
+
+    ``fleet_source`` (picklable) is read again every ``config.fleet_poll_s`` seconds by each
+    process, which serves the fleet it returns when it changed (``fleetwatch``).
+    """
     if config.workers > 1:
-        _serve_workers(fleet, config)
+        _serve_workers(fleet, config, fleet_source)
         return
-    run_loop(_serve_until_signal(DnsServer(fleet, config, reuse_port=reuse_port), ready))
+    server = DnsServer(fleet, config, reuse_port=reuse_port)
+    run_loop(_serve_until_signal(server, ready, fleet_source))
 
 
-def _worker(fleet: Fleet, config: ServerConfig) -> None:
-    serve(fleet, replace(config, workers=1), reuse_port=True)
+def _worker(fleet: Fleet, config: ServerConfig, fleet_source: FleetSource | None) -> None:
+    serve(fleet, replace(config, workers=1), reuse_port=True, fleet_source=fleet_source)
 
 
-def _serve_workers(fleet: Fleet, config: ServerConfig) -> None:
+def _serve_workers(fleet: Fleet, config: ServerConfig, fleet_source: FleetSource | None) -> None:
     """Run ``config.workers`` processes sharing the port; stop them all on a signal."""
     if config.port == 0:
         raise ValueError("several workers need a fixed port")
     context = multiprocessing.get_context("spawn")
     workers = [
-        context.Process(target=_worker, args=(fleet, config), name=f"dns-worker-{i}")
+        context.Process(target=_worker, args=(fleet, config, fleet_source), name=f"dns-worker-{i}")
         for i in range(config.workers)
     ]
     for process in workers:

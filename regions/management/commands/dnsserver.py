@@ -1,7 +1,8 @@
 """``manage.py dnsserver [--listen HOST:PORT] [--fleet FILE] ...``: run the GeoDNS server.
 
 A thin wrapper over ``trafficmgr.dns``: the fleet comes from the database (the stored
-configuration, ``regions.services.fleet_snapshot``) unless ``--fleet`` names a file; the
+configuration, ``regions.services.fleet_snapshot``) unless ``--fleet`` names a file, and is
+read again every ``--fleet-poll`` seconds so configuration changes reach the answers; the
 GeoIP database, Redis and the state file default to the project's settings. Tables arrive
 from Redis when ``REDIS_URL`` is set (the control loop publishes them there); without it the
 server answers from the last persisted table or the static fleet, and ``--table-file``
@@ -18,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from trafficmgr.dns.cli import add_server_arguments, config_from_args
 from trafficmgr.dns.config import DEFAULT_STATE_FILE
+from trafficmgr.dns.fleetwatch import FleetFile, FleetSource
 from trafficmgr.dns.server import DnsServer, serve
 from trafficmgr.routing.types import Fleet
 
@@ -50,9 +52,17 @@ class Command(BaseCommand):
             self.stdout.write(f"GeoDNS for {fleet.zone} on {host}:{port} (udp+tcp)")
 
         try:
-            serve(fleet, config, ready)
+            serve(fleet, config, ready, fleet_source=self._source(namespace.fleet))
         except OSError as exc:
             raise CommandError(f"cannot serve on {namespace.listen}: {exc}") from exc
+
+    def _source(self, path: str | None) -> FleetSource:
+        """Where each server process reads the fleet again (``--fleet-poll``)."""
+        if path:
+            return FleetFile(path)
+        from regions.dnsfleet import StoredFleet
+
+        return StoredFleet()
 
     def _fleet(self, path: str | None) -> Fleet:
         """Load the fleet from ``path``, else from the database."""
