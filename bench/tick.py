@@ -1,14 +1,16 @@
 """Time the control loop's tick on 50 regions x 2,000 endpoints, ~250 client zones x 4 models.
 
-A tick here is the whole service (``regions.controlloop.run_tick``): the fleet from the cache,
-2,000 heartbeats from the hot state, evaluate_fleet, compile_table against the previous table,
-machines and evaluation back to the hot state, events, the history row, publish, dashboard.
-Each timed tick sees fresh heartbeats (new loads), so each one publishes a new version: the
-worst case. Printed: wall time and this process's CPU time per tick (CPU time leaves out the
-waits for Redis, the database and a busy core, so it stays comparable on a shared machine;
-it also counts the fleet reload that ``run_tick`` makes after a tick every ~7 s), and wall
-time per phase of the tick. Also timed: reloading the fleet from the database
-(``snapshot.load``), to decide between caching it and reloading it every tick.
+A tick here is the whole service (``regions.controlloop.run_tick``): the fleet from the
+cache, 2,000 heartbeats from the hot state, evaluate_fleet, compile_table against the
+previous table, machines and evaluation back to the hot state, events, the history row,
+publish, dashboard. Each timed tick sees fresh heartbeats (new loads), so each one publishes
+a new version: the worst case. Printed: wall time and this process's CPU time per tick (CPU
+time leaves out the waits for Redis, the database and a busy core, so it stays comparable on
+a shared machine; it also counts the fleet reload that ``run_tick`` makes after a tick every
+~7 s, and, as in the Celery worker, the collection and heap freeze after each tick;
+``--no-keep-heap`` leaves the collector alone), and wall time per phase of the tick. Also
+timed: reloading the fleet from the database (``snapshot.load``), to decide between caching
+it and reloading it every tick.
 
 Run: .venv/bin/python bench/tick.py [--ticks 10] [--redis-url redis://127.0.0.1:6379/13]
      [--database-url postgres://postgres@127.0.0.1:5432/trafficmgr_bench] [--profile N]
@@ -68,9 +70,13 @@ def load_fleet() -> None:
 
     from regions.audit import acting_as
     from regions.fleet import apply_plan, plan_fleet
+    from regions.models import RoutingTableVersion
     from trafficmgr.routing.countries import CENTROID_OF
     from trafficmgr.routing.types import ClientShare
 
+    # A reused database keeps an earlier run's history, stamped up to --ticks s ahead of the
+    # clock: its head would not be the table this run published before.
+    RoutingTableVersion.objects.all().delete()
     fleet = build_fleet()
     countries = sorted(CENTROID_OF)
     clients = tuple(ClientShare(c, 1 / len(countries)) for c in countries)
@@ -123,6 +129,11 @@ def main() -> None:
     parser.add_argument(
         "--dashboards", type=int, default=0, metavar="N", help="web processes with dashboards"
     )
+    parser.add_argument(
+        "--no-keep-heap",
+        action="store_true",
+        help="leave the garbage collector alone between ticks (the worker freezes the heap)",
+    )
     args = parser.parse_args()
     setup(args.database_url, args.redis_url)
 
@@ -174,7 +185,7 @@ def main() -> None:
             if profile is not None:
                 profile.enable()
             c = time.process_time()
-            result = controlloop.run_tick(now, interval_s=60)
+            result = controlloop.run_tick(now, interval_s=60, keep_heap=not args.no_keep_heap)
             cpu.append(time.process_time() - c)
             if profile is not None:
                 profile.disable()

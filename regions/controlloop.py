@@ -24,6 +24,7 @@ from django.db import close_old_connections, connection, transaction
 
 from regions import controlrecord, hotstate, metrics, snapshot
 from regions.hotstate import HotState
+from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.failover import (
     FleetEvaluation,
     RegionMachine,
@@ -86,8 +87,15 @@ def _rollback_dangling_drills_once() -> None:
         log.exception("rolling back dangling drills failed")
 
 
-def run_tick(now: float | None = None, *, interval_s: float | None = None) -> TickResult:
-    """Run one tick unless another one is running; ``now`` defaults to the clock."""
+def run_tick(
+    now: float | None = None, *, interval_s: float | None = None, keep_heap: bool = False
+) -> TickResult:
+    """Run one tick unless another one is running; ``now`` defaults to the clock.
+
+    ``keep_heap``: this process does nothing but tick (the Celery worker), so after the tick
+    it may freeze the heap's settled objects, keeping full collections out of the next tick
+    (``trafficmgr.heap``).
+    """
     interval = interval_s if interval_s is not None else tick_seconds()
     store = hotstate.get()
     with store.tick_lock(max(LOCK_MIN_TTL_S, 10 * interval)) as held:
@@ -110,7 +118,22 @@ def run_tick(now: float | None = None, *, interval_s: float | None = None) -> Ti
             ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in result.phases),
         )
     _refresh_fleet_between_ticks()
+    if keep_heap:
+        _keep_heap_between_ticks()
     return replace(result, duration_s=duration, overran=overran)
+
+
+_heap: HeapKeeper | None = None
+
+
+def _keep_heap_between_ticks() -> None:
+    """Collect what the tick made and freeze what survived (the first time: everything)."""
+    global _heap
+    if _heap is None:
+        _heap = HeapKeeper(freeze_every_s=0.0)
+        _heap.settle()
+    else:
+        _heap.tick()
 
 
 def _refresh_fleet_between_ticks() -> None:

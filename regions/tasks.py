@@ -23,7 +23,7 @@ HISTORY_PURGE_EVERY_S = 3600.0
 @app.task(name="regions.tasks.tick", ignore_result=True)
 def tick() -> dict[str, Any]:
     """Run one control-loop tick now (skipped when another is running)."""
-    result = controlloop.run_tick(time.time())
+    result = controlloop.run_tick(time.time(), keep_heap=True)
     return {
         "ran": result.ran,
         "version": result.version,

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.dns.world import quiet_config
-from trafficmgr.dns.heap import HeapKeeper
 from trafficmgr.dns.server import DnsServer, _serve_until_signal
+from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.types import Fleet
 
 

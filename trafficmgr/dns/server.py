@@ -26,13 +26,13 @@ from typing import Any
 
 from trafficmgr.dns.config import ServerConfig
 from trafficmgr.dns.fleetwatch import FleetSource, follow_fleet
-from trafficmgr.dns.heap import HeapKeeper
 from trafficmgr.dns.metrics import Counters
 from trafficmgr.dns.responder import Locating, Responder
 from trafficmgr.dns.sources import RedisSource, watch_file
 from trafficmgr.dns.tables import TableStore
 from trafficmgr.dns.transport import TcpConnection, TcpLimits, UdpReader, udp_socket
 from trafficmgr.dns.zone import ZoneData
+from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.types import Fleet, RoutingTable
 
 log = logging.getLogger(__name__)
