@@ -163,12 +163,21 @@ def record_events(
         Event.objects.bulk_create(rows)
 
 
-def last_recorded() -> RoutingTable | None:
-    """Return the newest recorded table (cached while it is still the newest row)."""
+def last_recorded(previous: RoutingTable | None = None) -> RoutingTable | None:
+    """Return the newest recorded table, read from the database only when no copy is at hand.
+
+    Usually the newest row is the table published before this one (``previous``, which the
+    tick already holds) or this process's last write. Another worker process may have written
+    it (Celery runs ticks in whichever process is free): then ``previous`` still matches
+    whenever that table was recorded, and the row (~600 KB of JSON to parse) is read only when
+    the head is an older table this process has not seen.
+    """
     global _recorded
     head = RoutingTableVersion.objects.values_list("version", flat=True).first()
     if head is None:
         return None
+    if previous is not None and previous.version == head:
+        return previous
     with _recorded_lock:
         if _recorded is None or _recorded.version != head:
             row = RoutingTableVersion.objects.filter(version=head).first()
@@ -196,7 +205,7 @@ def record_version(update: TableUpdate, now: float) -> bool:
     """Store the table in the history when it changed materially; return whether it did."""
     global _recorded
     table = update.table
-    recorded = last_recorded()
+    recorded = last_recorded(update.previous)
     if recorded is not None and recorded.version == table.version:
         return False
     same_base = _version_of(recorded) == _version_of(update.previous)

@@ -47,3 +47,27 @@ def test_postgresql_keeps_json_text_with_lz4() -> None:
     assert [(name, kind) for name, kind, _ in columns] == [("diff", "json"), ("table", "json")]
     if has_lz4:
         assert {c for _, _, c in columns} == {"l"}
+
+
+def test_the_head_row_is_not_read_back_when_the_tick_holds_that_table(
+    feed: Any, fresh_hot_state: Any
+) -> None:
+    """As when another worker process recorded the table this tick started from."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from regions import controlrecord
+    from regions.controlloop import run_tick
+    from tests.loop.conftest import ENDPOINTS
+
+    feed(1_800_000_000.0, ENDPOINTS)
+    assert run_tick(1_800_000_000.0, interval_s=1.0).recorded
+    published = fresh_hot_state.table()
+    controlrecord.forget()  # this process did not write the head row
+    with CaptureQueriesContext(connection) as queries:
+        assert controlrecord.last_recorded(published) is published
+    assert len(queries) == 1 and '"table"' not in queries[0]["sql"]
+    with CaptureQueriesContext(connection) as queries:
+        recorded = controlrecord.last_recorded()
+    assert recorded is not None and recorded.version == published.version
+    assert len(queries) == 2
