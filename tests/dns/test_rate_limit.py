@@ -85,3 +85,15 @@ def test_flood_from_one_source_is_limited_and_counted_others_answered(
         assert len(reply) <= len(wire) + 12
     assert ask(server, query(NAME, "A"), source="198.51.100.5").answer  # a bystander
     assert ask(server, query(NAME, "A"), source="203.0.113.66", tcp=True).answer  # TCP exempt
+
+
+def test_past_the_bound_the_least_recently_seen_prefix_is_forgotten() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(rate=1, burst=1, slip=0, clock=clock, max_tracked=3)
+    for address in ("10.0.1.1", "10.0.2.1", "10.0.3.1"):
+        assert limiter.check(address) == ALLOW
+    assert limiter.check("10.0.1.1") == DROP  # still limited; now the most recently seen
+    assert limiter.check("10.0.4.1") == ALLOW  # evicts 10.0.2.0/24, not the limited one
+    assert len(limiter) == 3
+    assert limiter.check("10.0.1.1") == DROP  # its bucket was kept: no fresh burst
+    assert limiter.check("10.0.2.1") == ALLOW  # forgotten: a new, full bucket

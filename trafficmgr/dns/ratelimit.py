@@ -8,12 +8,19 @@ every ``slip``-th, which gets a tiny truncated answer (TC=1, no records): a real
 retries over TCP, which cannot be spoofed, while a victim receives no more bytes than the
 attacker sent. ``slip`` 0 drops them all, 1 truncates them all (BIND's RRL uses the same
 scheme and defaults to 2). TCP is never limited here.
+
+At most ``max_tracked`` prefixes are tracked, in order of their last query; a new one past the
+bound evicts the least recently seen. That one has usually refilled (a bucket idle for
+``burst / rate`` seconds is full, the same as no bucket); in a flood from more prefixes than
+the bound it is the one that waited longest. The bound used to be kept by sweeping the whole
+table when it filled: ~17 ms at once at 100,000 prefixes, with every datagram waiting.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,7 +66,7 @@ class RateLimiter:
         self.burst = float(burst) if burst is not None else max(1.0, self.rate)
         self.slip = max(0, int(slip))
         self._clock = clock
-        self._buckets: dict[str, _Bucket] = {}
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()  # least recently seen first
         self._max_tracked = max(1, max_tracked)
 
     @property
@@ -73,12 +80,14 @@ class RateLimiter:
             return ALLOW
         key = client_prefix(address)
         now = self._clock()
-        bucket = self._buckets.get(key)
+        buckets = self._buckets
+        bucket = buckets.get(key)
         if bucket is None:
-            if len(self._buckets) >= self._max_tracked:
-                self._prune(now)
-            bucket = self._buckets[key] = _Bucket(self.burst, now)
+            if len(buckets) >= self._max_tracked:
+                buckets.popitem(last=False)
+            bucket = buckets[key] = _Bucket(self.burst, now)
         else:
+            buckets.move_to_end(key)
             bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
             bucket.stamp = now
         if bucket.tokens >= 1.0:
@@ -88,16 +97,6 @@ class RateLimiter:
         if self.slip and bucket.over % self.slip == 0:
             return SLIP
         return DROP
-
-    def _prune(self, now: float) -> None:
-        """Forget buckets that have refilled (idle clients); if none has, forget them all."""
-        refill = self.burst / self.rate
-        idle = [k for k, b in self._buckets.items() if now - b.stamp >= refill]
-        if idle:
-            for key in idle:
-                del self._buckets[key]
-        else:
-            self._buckets.clear()
 
     def __len__(self) -> int:
         return len(self._buckets)
