@@ -118,3 +118,24 @@ def test_bad_options_exit_with_a_message(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "trafficmgr.dns", "--fleet", str(tmp_path / "missing.yaml")]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "missing.yaml" in done.stderr
+
+
+def test_a_stop_that_hangs_is_cut_short(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+    import logging
+
+    from trafficmgr.dns import server as server_module
+
+    class Stuck:
+        async def stop(self) -> None:
+            await asyncio.Event().wait()
+
+    exits: list[int] = []
+    monkeypatch.setattr(server_module.os, "_exit", exits.append)
+    monkeypatch.setattr(server_module.faulthandler, "dump_traceback", lambda **kw: None)
+    monkeypatch.setattr(logging, "shutdown", lambda: None)
+    asyncio.run(server_module._stop_within(Stuck(), 0.05))  # type: ignore[arg-type]
+    assert exits == [server_module.EXIT_STUCK]
+    assert "exiting anyway" in caplog.text

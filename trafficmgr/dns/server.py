@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -38,6 +40,8 @@ from trafficmgr.routing.types import Fleet, RoutingTable
 log = logging.getLogger(__name__)
 
 BIND_ATTEMPTS = 5
+STOP_TIMEOUT_S = 10.0  # inside compose's and k8s' grace periods
+EXIT_STUCK = 70  # EX_SOFTWARE: the server could not stop cleanly
 
 
 def open_locator(path: str | None) -> Locating | None:
@@ -278,7 +282,7 @@ async def _serve_until_signal(
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _stopping, sig, stop)
     await server.start()
     heap = HeapKeeper()
     heap.settle()  # startup's objects live as long as the process: no collection need walk them
@@ -292,7 +296,24 @@ async def _serve_until_signal(
     finally:
         for task in background:
             task.cancel()
-        await server.stop()
+        await _stop_within(server, STOP_TIMEOUT_S)
+
+
+def _stopping(sig: signal.Signals, stop: asyncio.Event) -> None:
+    log.info("%s: stopping", sig.name)
+    stop.set()
+
+
+async def _stop_within(server: DnsServer, timeout_s: float) -> None:
+    """Stop the server; if that hangs, show where and leave anyway (as SIGKILL would)."""
+    try:
+        await asyncio.wait_for(server.stop(), timeout_s)
+    except TimeoutError:
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        log.error("stopping took over %g s; exiting anyway. Tasks: %s", timeout_s, pending)
+        faulthandler.dump_traceback(all_threads=True)
+        logging.shutdown()
+        os._exit(EXIT_STUCK)
 
 
 def serve(
