@@ -40,6 +40,20 @@ class GpuReading:
     errors: tuple[str, ...] = ()
 
 
+# The output_tokens key of a server that serves one model without naming it in its metrics
+# (TGI): the heartbeat names it after the one model loaded, or leaves it out.
+ONE_MODEL = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLengths:
+    """A server's histogram of tokens generated per request, cumulative since it started."""
+
+    le: tuple[float, ...]  # finite upper bounds, ascending
+    counts: tuple[int, ...]  # requests that generated at most each bound
+    count: int  # all requests (the +Inf bucket)
+
+
 @dataclass(frozen=True, slots=True)
 class ServerReading:
     """The inference server's own view, from its Prometheus metrics."""
@@ -52,6 +66,7 @@ class ServerReading:
     ttft_p50_ms: float | None = None
     ttft_p99_ms: float | None = None
     models_loaded: tuple[str, ...] = ()
+    output_tokens: tuple[tuple[str, OutputLengths], ...] = ()  # (model or ONE_MODEL, histogram)
     scrape_ok: bool = True
     garbage_lines: int = 0
     error: str | None = None
@@ -124,6 +139,9 @@ MAX_COUNT = 10_000_000
 MAX_MS = 1e7
 MAX_LIST = 16
 MAX_GPUS = 64
+MAX_HISTOGRAMS = 16  # models per server.output_tokens
+MAX_BOUNDS = 64  # finite bounds per histogram
+MAX_SAFE_INT = 2**53 - 1
 
 
 def _num(value: float | None, digits: int = 3, lo: float = 0.0, hi: float = 1e9) -> float | None:
@@ -172,8 +190,53 @@ def gpu_to_json(gpu: GpuReading) -> dict[str, Any]:
     return doc
 
 
+def compact_lengths(h: OutputLengths, most: int = MAX_BOUNDS) -> OutputLengths | None:
+    """Drop bounds that say nothing (all but the last empty one at the bottom, all past the
+    first that holds every request), then every other bound until at most ``most`` are left;
+    None for what is empty or not a cumulative histogram."""
+    if len(h.le) != len(h.counts) or not all(map(math.isfinite, (h.count, *h.counts))):
+        return None
+    pairs: list[tuple[float, int]] = []
+    for bound, cumulative in zip(h.le, h.counts, strict=True):
+        if not (math.isfinite(bound) and bound > 0) or (pairs and bound <= pairs[-1][0]):
+            return None
+        pairs.append((float(bound), max(pairs[-1][1] if pairs else 0, int(cumulative))))
+    count = min(max(int(h.count), pairs[-1][1] if pairs else 0), MAX_SAFE_INT)
+    if count <= 0 or not pairs:
+        return None
+    start = 0
+    while start + 1 < len(pairs) and pairs[start + 1][1] == 0:
+        start += 1
+    end = next((i + 1 for i, (_, c) in enumerate(pairs) if c >= count), len(pairs))
+    pairs = pairs[start:end]
+    if len(pairs) > most:  # merging neighbours keeps every remaining cumulative count right
+        step = math.ceil(len(pairs) / most)
+        pairs = pairs[::-step][::-1]  # the top bound stays
+    return OutputLengths(tuple(b for b, _ in pairs), tuple(min(c, count) for _, c in pairs), count)
+
+
+def output_tokens_to_json(server: ServerReading) -> dict[str, Any]:
+    """Render the output-length histograms by model, compact; ``{}`` when there are none."""
+    out: dict[str, Any] = {}
+    for model, h in server.output_tokens:
+        name = model
+        if name == ONE_MODEL:
+            if len(server.models_loaded) != 1:
+                continue  # which model it counts is not known
+            name = server.models_loaded[0]
+        if not name or len(name) > 128 or name in out:
+            continue
+        compact = compact_lengths(h)
+        if compact is None:
+            continue
+        out[name] = {"le": list(compact.le), "counts": list(compact.counts), "count": compact.count}
+        if len(out) >= MAX_HISTOGRAMS:
+            break
+    return out
+
+
 def server_to_json(server: ServerReading) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "kind": server.kind,
         "requests_running": _count(server.requests_running),
         "requests_waiting": _count(server.requests_waiting),
@@ -186,6 +249,10 @@ def server_to_json(server: ServerReading) -> dict[str, Any]:
         "garbage_lines": _count(server.garbage_lines),
         "error": _text(server.error, 500),
     }
+    lengths = output_tokens_to_json(server) if server.output_tokens else None
+    if lengths:
+        doc["output_tokens"] = lengths  # optional: absent when the server has no histogram
+    return doc
 
 
 def probe_to_json(probe: ProbeReading) -> dict[str, Any]:

@@ -30,7 +30,9 @@ PERMANENT_STATUSES = frozenset({400, 409, 410, 413, 415, 422})
 # Optional per-GPU keys newer than some control planes. Agents are upgraded node by node, often
 # before the control plane; one that refuses such a key as unknown gets heartbeats without it.
 OPTIONAL_GPU_KEYS = frozenset({"util_source"})
+OPTIONAL_SERVER_KEYS = frozenset({"output_tokens"})  # omitted as "server.<key>"
 _GPU_FIELD = re.compile(r"gpus\[\d+\]\.(\w+)")
+_SERVER_FIELD = re.compile(r"server\.(\w+)")
 MAX_ERROR_BYTES = 4096
 
 
@@ -124,8 +126,19 @@ def _detail(body: bytes) -> str:
     return f": {text}" if text else ""
 
 
+def _optional_key(path: str) -> str | None:
+    """Name an optional key by its path: ``util_source`` (per GPU) or ``server.output_tokens``."""
+    match = _GPU_FIELD.fullmatch(path)
+    if match is not None and match.group(1) in OPTIONAL_GPU_KEYS:
+        return match.group(1)
+    match = _SERVER_FIELD.fullmatch(path)
+    if match is not None and match.group(1) in OPTIONAL_SERVER_KEYS:
+        return path
+    return None
+
+
 def unknown_optional_key(body: bytes) -> str | None:
-    """Return the optional GPU key a 400 reply refuses as an unknown field, if it does."""
+    """Return the optional key a 400 reply refuses as an unknown field, if it does."""
     try:
         doc = json.loads(body)
     except ValueError:
@@ -134,11 +147,11 @@ def unknown_optional_key(body: bytes) -> str | None:
     if not isinstance(fields, dict):
         return None
     for path, messages in fields.items():
-        match = _GPU_FIELD.fullmatch(str(path))
-        if match is None or match.group(1) not in OPTIONAL_GPU_KEYS:
+        key = _optional_key(str(path))
+        if key is None:
             continue
         if isinstance(messages, list) and any("unknown field" in str(m) for m in messages):
-            return match.group(1)
+            return key
     return None
 
 
@@ -248,15 +261,23 @@ class Pusher:
             raise PushError(f"{type(exc).__name__}: {reason}", retryable=True) from exc
 
     def _outgoing(self, heartbeat: dict[str, Any]) -> dict[str, Any]:
-        """The heartbeat without the optional GPU keys the control plane refused."""
-        gpus = heartbeat.get("gpus")
-        if not self.omitted or not isinstance(gpus, list):
+        """The heartbeat without the optional keys the control plane refused."""
+        if not self.omitted:
             return heartbeat
-        kept = [
-            {k: v for k, v in g.items() if k not in self.omitted} if isinstance(g, dict) else g
-            for g in gpus
-        ]
-        return {**heartbeat, "gpus": kept}
+        out = heartbeat
+        gpus = heartbeat.get("gpus")
+        if isinstance(gpus, list) and not self.omitted.isdisjoint(OPTIONAL_GPU_KEYS):
+            kept = [
+                {k: v for k, v in g.items() if k not in self.omitted} if isinstance(g, dict) else g
+                for g in gpus
+            ]
+            out = {**out, "gpus": kept}
+        server = heartbeat.get("server")
+        if isinstance(server, dict):
+            dropped = [k for k in server if f"server.{k}" in self.omitted]
+            if dropped:
+                out = {**out, "server": {k: v for k, v in server.items() if k not in dropped}}
+        return out
 
     def backoff_delay(self, retry_after: float | None = None) -> float:
         """Exponential backoff with equal jitter, at least what Retry-After asked (capped)."""
@@ -299,9 +320,9 @@ class Pusher:
         if key is not None and key not in self.omitted:
             self.omitted.add(key)
             log.warning(
-                "the control plane does not know the optional gpus[].%s (an older version?); "
+                "the control plane does not know the optional %s (an older version?); "
                 "heartbeats go without it",
-                key,
+                key if key.startswith("server.") else f"gpus[].{key}",
             )
             return True  # the same heartbeat goes again at once, without the key
         if not exc.retryable:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.heartbeat import ServerReading
+from agents.heartbeat import ONE_MODEL, OutputLengths, ServerReading
 
 Sample = tuple[Mapping[str, str], float]
 MAX_METRICS_BYTES = 16 * 1024 * 1024
@@ -119,6 +119,26 @@ def histogram(x: Exposition, base: str, **match: str) -> Histogram | None:
     )
 
 
+def output_lengths(
+    x: Exposition, base: str, label: str | None
+) -> tuple[tuple[str, OutputLengths], ...]:
+    """Per model (by ``label``; ONE_MODEL without), the histogram of generated tokens per
+    request as the server exposes it, cumulative since it started; models without one left out.
+    """
+    models = x.label_values(base + "_bucket", label) if label is not None else (ONE_MODEL,)
+    out: list[tuple[str, OutputLengths]] = []
+    for model in models:
+        h = histogram(x, base, **({label: model} if label is not None else {}))
+        if h is None or not math.isfinite(h.count) or h.count <= 0:
+            continue
+        finite = [(b, c) for b, c in h.buckets if math.isfinite(b)]
+        if not all(math.isfinite(c) for _, c in finite):
+            continue
+        le = tuple(b for b, _ in finite)
+        out.append((model, OutputLengths(le, tuple(round(c) for _, c in finite), round(h.count))))
+    return tuple(out)
+
+
 def histogram_delta(cur: Histogram, prev: Histogram | None) -> Histogram:
     """Observations between two scrapes; the current totals after a reset or a layout change."""
     if prev is None or cur.count < prev.count:
@@ -213,6 +233,7 @@ def extract_vllm(
         ttft_p50_ms=p50,
         ttft_p99_ms=p99,
         models_loaded=models,
+        output_tokens=output_lengths(x, "vllm:request_generation_tokens", "model_name"),
     )
 
 
@@ -241,6 +262,7 @@ def extract_tgi(x: Exposition, h: History, now: float, facts: Mapping[str, float
         tokens_per_s=h.rate("generated", x.total("tgi_request_generated_tokens_sum"), now),
         ttft_p50_ms=p50,
         ttft_p99_ms=p99,
+        output_tokens=output_lengths(x, "tgi_request_generated_tokens", None),  # its one model
     )
 
 

@@ -40,6 +40,8 @@ SIM_GPUS: dict[str, SimGpu] = {
     "A100": SimGpu("A100", "NVIDIA A100-SXM4-80GB", 6000, 1300, 48, 81920, 400, 58),
     "L4": SimGpu("L4", "NVIDIA L4", 1500, 350, 16, 23034, 72, 17),
 }
+# vLLM's 1-2-5 bucket bounds for vllm:request_generation_tokens (up to the model's length)
+GENERATION_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000)
 # vLLM's own bucket bounds for vllm:time_to_first_token_seconds
 TTFT_BUCKETS = (
     0.001,
@@ -129,6 +131,8 @@ class NodeSimulation:
         self.finished = 0
         self.ttft_counts = [0] * (len(TTFT_BUCKETS) + 1)
         self.ttft_sum = 0.0
+        self.output_counts = [0] * (len(GENERATION_BUCKETS) + 1)  # per finished request
+        self.output_sum = 0
         self._busy = 0.0  # share of capacity in use, smoothed
         self._offsets = [
             (self._rng.uniform(-3, 3), self._rng.uniform(0.97, 1.03)) for _ in range(self.gpus)
@@ -231,6 +235,9 @@ class NodeSimulation:
             self.running.remove(req)
             self.kv_used -= req.input_tokens + req.decoded
             self.finished += 1
+            generated = round(req.output_tokens)
+            self.output_counts[bisect.bisect_left(GENERATION_BUCKETS, generated)] += 1
+            self.output_sum += generated
         self.kv_used = max(0.0, self.kv_used)
         return produced
 
@@ -273,13 +280,29 @@ class NodeSimulation:
             ("request_success_total", "counter", self.finished),
         ):
             lines += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{{{label}}} {float(value)!r}"]
-        ttft = "vllm:time_to_first_token_seconds"
-        lines.append(f"# TYPE {ttft} histogram")
-        cumulative = 0
-        for bound, count in zip((*TTFT_BUCKETS, math.inf), self.ttft_counts, strict=True):
-            cumulative += count
-            le = "+Inf" if math.isinf(bound) else repr(bound)
-            lines.append(f'{ttft}_bucket{{{label},le="{le}"}} {float(cumulative)!r}')
-        lines.append(f"{ttft}_count{{{label}}} {float(cumulative)!r}")
-        lines.append(f"{ttft}_sum{{{label}}} {self.ttft_sum!r}")
+        lines += _histogram_lines(
+            "vllm:time_to_first_token_seconds", label, TTFT_BUCKETS, self.ttft_counts, self.ttft_sum
+        )
+        lines += _histogram_lines(
+            "vllm:request_generation_tokens",
+            label,
+            tuple(float(b) for b in GENERATION_BUCKETS),
+            self.output_counts,
+            float(self.output_sum),
+        )
         return "\n".join(lines) + "\n"
+
+
+def _histogram_lines(
+    name: str, label: str, bounds: Sequence[float], counts: Sequence[int], total: float
+) -> list[str]:
+    """Render a Prometheus histogram from per-bucket counts (the last one is ``+Inf``'s)."""
+    lines = [f"# TYPE {name} histogram"]
+    cumulative = 0
+    for bound, count in zip((*bounds, math.inf), counts, strict=True):
+        cumulative += count
+        le = "+Inf" if math.isinf(bound) else repr(bound)
+        lines.append(f'{name}_bucket{{{label},le="{le}"}} {float(cumulative)!r}')
+    lines.append(f"{name}_count{{{label}}} {float(cumulative)!r}")
+    lines.append(f"{name}_sum{{{label}}} {total!r}")
+    return lines

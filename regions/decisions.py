@@ -15,20 +15,25 @@ like one without evidence: its active endpoints by configuration and load.
 Endpoint: the engine's ``ai_aware`` picker over ``EndpointLoad`` built from the latest
 heartbeats and the engine's ``endpoint_health``. A region's candidate list is rebuilt at
 most every ``LOADS_TTL_S``; in between the picker adds the work it sent to its own figures,
-so a burst between two heartbeats is spread instead of piling on one endpoint. Before a
+so a burst between two heartbeats is spread instead of piling on one endpoint. The picker's
+expected output length is learned from the servers' own histograms of generated tokens
+(``server.output_tokens`` in heartbeats, cumulative since each server started): each rebuild
+feeds the region's estimator what the counts grew by since this process last saw them (all
+of them on first sight, or after a server restart made them go down). Before a
 region has any evidence (state ``unknown``, e.g. before the first tick) its endpoints count
 as healthy by configuration, as the table does.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import ipaddress
 import math
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +43,7 @@ from regions import hotstate, metrics, snapshot
 from regions.api.errors import DomainError
 from regions.validation import Field, Invalid, integer, obj, parse_json, string, validate
 from trafficmgr.routing.countries import continent_of
+from trafficmgr.routing.estimator import OutputLengthEstimator
 from trafficmgr.routing.geo import Locator, country_location, rtt_ms
 from trafficmgr.routing.health import endpoint_health
 from trafficmgr.routing.picker import EndpointLoad, Picker, make_picker
@@ -47,6 +53,8 @@ from trafficmgr.routing.types import (
     ClientLocation,
     Fleet,
     GpuProfile,
+    Heartbeat,
+    OutputHistogram,
     Priority,
     Region,
     RegionState,
@@ -113,7 +121,10 @@ class _RegionLoads:
     built: float  # time.monotonic()
     loads: tuple[EndpointLoad, ...]
     picker: Picker
-    lock: threading.Lock
+    lock: threading.Lock  # guards the picker, its estimator and ``fed``
+    estimator: OutputLengthEstimator
+    # per endpoint, when its last heartbeat fed the estimator and its histograms then, by model
+    fed: dict[str, tuple[float, dict[str, OutputHistogram]]]
 
 
 _loads: dict[str, _RegionLoads] = {}
@@ -329,24 +340,87 @@ def region_loads(
     # Unknown: endpoints without evidence yet count by configuration. Down yet listed: the
     # table answers fail_open, so every active endpoint counts.
     state = status.state if status is not None else RegionState.UNKNOWN
-    loads = build_loads(view.fleet, region, state, now)
+    beats = hotstate.get().heartbeats([e.name for e in region.endpoints])
+    loads = build_loads(view.fleet, region, state, now, beats)
     with _loads_lock:
         found = _loads.get(region.name)
         if found is None or found.key[0] != key[0]:
+            estimator = OutputLengthEstimator()
+            picker = make_picker("ai_aware", estimator=estimator)
             found = _RegionLoads(
-                key, time.monotonic(), loads, make_picker("ai_aware"), threading.Lock()
+                key, time.monotonic(), loads, picker, threading.Lock(), estimator, {}
             )
             _loads[region.name] = found
         else:
             found.key, found.built, found.loads = key, time.monotonic(), loads
+    with found.lock:
+        learn_output_lengths(found, region, beats)
     return found
 
 
+def learn_output_lengths(
+    loads: _RegionLoads, region: Region, beats: Mapping[str, Heartbeat]
+) -> None:
+    """Feed the region's estimator the output lengths its servers counted since last time.
+
+    Call with ``loads.lock`` held. A heartbeat already fed (or older than it: a concurrent
+    rebuild read the store first) is skipped, so nothing is counted twice.
+    """
+    for e in region.endpoints:
+        hb = beats.get(e.name)
+        if hb is None or hb.server is None or not hb.server.output_tokens:
+            continue
+        last = loads.fed.get(e.name)
+        if last is not None and hb.received_at <= last[0]:
+            continue
+        before = last[1] if last is not None else {}
+        now_seen: dict[str, OutputHistogram] = {}
+        for h in hb.server.output_tokens:
+            if h.model not in e.models:
+                continue  # a model the fleet does not route to this endpoint
+            counts, count = histogram_delta(h, before.get(h.model))
+            if count > 0:
+                loads.estimator.observe_histogram(h.model, h.le, counts, count)
+            now_seen[h.model] = h
+        loads.fed[e.name] = (hb.received_at, now_seen)
+
+
+def histogram_delta(
+    h: OutputHistogram, prev: OutputHistogram | None
+) -> tuple[tuple[int, ...], int]:
+    """Return the cumulative counts added since ``prev``: all of ``h`` on first sight, or
+    when a count went down (the server restarted).
+
+    The agent leaves out bounds that say nothing (empty at the bottom, full at the top), so
+    the bounds may move as traffic grows: then each new bound is compared with ``prev``'s
+    count at the highest of its bounds not above it (exact for the bounds left out).
+    """
+    if prev is None or h.count < prev.count:
+        return h.counts, h.count
+    total = h.count - prev.count
+    if prev.le == h.le:
+        if any(c < p for c, p in zip(h.counts, prev.counts, strict=True)):
+            return h.counts, h.count
+        return tuple(c - p for c, p in zip(h.counts, prev.counts, strict=True)), total
+    counts: list[int] = []
+    for bound, cumulative in zip(h.le, h.counts, strict=True):
+        j = bisect.bisect_right(prev.le, bound) - 1
+        before = prev.counts[j] if j >= 0 else 0
+        grown = min(total, max(0, cumulative - before))
+        counts.append(max(grown, counts[-1]) if counts else grown)
+    return tuple(counts), total
+
+
 def build_loads(
-    fleet: Fleet, region: Region, state: RegionState, now: float
+    fleet: Fleet,
+    region: Region,
+    state: RegionState,
+    now: float,
+    beats: Mapping[str, Heartbeat] | None = None,
 ) -> tuple[EndpointLoad, ...]:
     """Build the picker's live view of a region's endpoints from their heartbeats."""
-    beats = hotstate.get().heartbeats([e.name for e in region.endpoints])
+    if beats is None:
+        beats = hotstate.get().heartbeats([e.name for e in region.endpoints])
     out = []
     for e in region.endpoints:
         profile = fleet.gpu_profiles.get(e.gpu) or GpuProfile(e.gpu, 1.0, 1.0, 1)

@@ -4,9 +4,10 @@ A heartbeat is refused (400, naming the field) for unknown keys, wrong JSON type
 silent coercion: ``"12"`` is not a number, ``true`` is not 1), NaN or ±Infinity (also when
 spelled ``1e999``), ``util_pct`` outside 0..100, a ``util_source`` other than ``gpm_sm`` or
 ``nvml_util``, memory used above total, more than ``MAX_GPUS`` GPUs, over-long strings or
-lists, and ``sent_at`` more than ``FUTURE_S`` ahead of or ``PAST_S`` behind the control
-plane's clock. A replayed or out-of-order ``seq`` is not an error: it is answered 200
-``{"accepted": false, "reason": "stale seq"}`` and changes nothing.
+lists, a ``server.output_tokens`` histogram that is not cumulative (see
+``validation.histograms``), and ``sent_at`` more than ``FUTURE_S`` ahead of or ``PAST_S``
+behind the control plane's clock. A replayed or out-of-order ``seq`` is not an error: it is
+answered 200 ``{"accepted": false, "reason": "stale seq"}`` and changes nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from regions.validation import (
     Field,
     Invalid,
     Kind,
+    histograms,
     integer,
     number,
     obj,
@@ -39,7 +41,13 @@ from regions.validation import (
     validate,
 )
 from trafficmgr.routing.table_json import parse_iso8601
-from trafficmgr.routing.types import GpuSample, Heartbeat, ProbeSample, ServerSample
+from trafficmgr.routing.types import (
+    GpuSample,
+    Heartbeat,
+    OutputHistogram,
+    ProbeSample,
+    ServerSample,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,8 @@ SERVER_KINDS = ("vllm", "tgi", "triton", "sim", "unknown")
 GPU_UTIL_SOURCES = ("gpm_sm", "nvml_util")
 MAX_COUNT = 10_000_000
 MAX_SAFE_INT = 2**53 - 1
+MAX_HISTOGRAMS = 16  # models per server's output_tokens
+MAX_BOUNDS = 64  # finite bounds per histogram
 
 
 def _opt(kind: Kind, default: Any = None) -> Field:
@@ -95,6 +105,8 @@ _SERVER = obj(
         "scrape_ok": _opt(BOOL, True),
         "garbage_lines": _opt(integer(0, MAX_COUNT), 0),
         "error": _opt(string(500, 0)),
+        # per model, the server's cumulative histogram of output tokens (optional, newer agents)
+        "output_tokens": _opt(histograms(MAX_HISTOGRAMS, MAX_BOUNDS, string(128))),
     }
 )
 _PROBE = obj(
@@ -230,11 +242,22 @@ def to_heartbeat(
             _zero(s["ttft_p50_ms"]),
             _zero(s["ttft_p99_ms"]),
             tuple(s["models_loaded"] or ()),
+            output_histograms(s["output_tokens"]),
         )
     )
     p = doc["probe"]
     probe = None if p is None else ProbeSample(p["ok"], _zero(p["latency_ms"]))
     return Heartbeat(doc["endpoint"], doc["seq"], sent_at, received_at, gpus, server, probe), after
+
+
+def output_histograms(doc: Mapping[str, Any] | None) -> tuple[OutputHistogram, ...]:
+    """Turn a validated ``server.output_tokens`` into the engine's histograms."""
+    if not doc:
+        return ()
+    return tuple(
+        OutputHistogram(model, tuple(h["le"]), tuple(h["counts"]), h["count"])
+        for model, h in doc.items()
+    )
 
 
 def parse_heartbeat(body: bytes) -> dict[str, Any]:

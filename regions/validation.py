@@ -81,6 +81,17 @@ def obj(fields: Mapping[str, Field]) -> Kind:
 
 
 BOOL: Kind = ("bool",)
+MAX_SAFE_INT = 2**53 - 1
+
+
+def histograms(max_names: int, max_bounds: int, name: Kind) -> Kind:
+    """Cumulative histograms by name: ``{name: {"le": [...], "counts": [...], "count": n}}``.
+
+    ``le`` are finite positive upper bounds, strictly ascending; ``counts`` the observations at
+    or below each (non-negative integers, non-decreasing, as many as bounds); ``count`` all
+    observations (the ``+Inf`` bucket), at least the last of ``counts``.
+    """
+    return ("histograms", max_names, max_bounds, name)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -291,6 +302,8 @@ def _check(kind: Kind, value: Any, times: TimeReader | None) -> Any:
         return value
     if tag == "scalars":
         return _scalars(value, kind[1], kind[2])
+    if tag == "histograms":
+        return _histograms(kind, value, times)
     if tag == "time":
         if times is None:
             raise Invalid("", "no time reader")
@@ -358,3 +371,70 @@ def _scalars(value: Any, max_keys: int, max_length: int) -> dict[str, Any]:
         if not (item is None or isinstance(item, bool | int | float | str)):
             raise Invalid(key, f"expected a string, number, boolean or null, got {json_type(item)}")
     return dict(value)
+
+
+_HISTOGRAM_KEYS = ("le", "counts", "count")
+
+
+def _histograms(kind: Kind, value: Any, times: TimeReader | None) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise Invalid("", f"expected an object, got {json_type(value)}")
+    most, max_bounds, name = kind[1], kind[2], kind[3]
+    if len(value) > most:
+        raise Invalid("", f"at most {most} models, got {len(value)}")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        try:
+            _check(name, key, times)
+        except Invalid as exc:
+            raise Invalid(key[:64], f"model name: {exc.message}") from None
+        try:
+            out[key] = _histogram(item, max_bounds)
+        except Invalid as exc:
+            raise exc.within(key) from None
+    return out
+
+
+def _histogram(value: Any, max_bounds: int) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise Invalid("", f"expected an object, got {json_type(value)}")
+    for key in value:
+        if key not in _HISTOGRAM_KEYS:
+            raise Invalid(key[:64], "unknown field")
+    for key in _HISTOGRAM_KEYS:
+        if key not in value:
+            raise Invalid(key, "this field is required")
+    le, counts, count = value["le"], value["counts"], value["count"]
+    for field, items in (("le", le), ("counts", counts)):
+        if not isinstance(items, list):
+            raise Invalid(field, f"expected an array, got {json_type(items)}")
+        if len(items) > max_bounds:
+            raise Invalid(field, f"at most {max_bounds} items, got {len(items)}")
+    bounds: list[float] = []
+    for i, bound in enumerate(le):
+        if isinstance(bound, bool) or not isinstance(bound, int | float):
+            got = bound.text if isinstance(bound, _NonFinite) else json_type(bound)
+            raise Invalid(f"[{i}]", f"expected a finite number, got {got}").within("le")
+        try:
+            number_ = float(bound)
+        except OverflowError:
+            number_ = math.inf
+        if not (math.isfinite(number_) and number_ > 0):
+            raise Invalid(f"[{i}]", "bounds are finite and positive").within("le")
+        if bounds and number_ <= bounds[-1]:
+            raise Invalid(f"[{i}]", "bounds are strictly ascending").within("le")
+        bounds.append(number_)
+    if len(counts) != len(bounds):
+        raise Invalid("counts", f"{len(counts)} counts for {len(bounds)} bounds in le")
+    last = 0
+    for i, n in enumerate(counts):
+        if type(n) is not int or not 0 <= n <= MAX_SAFE_INT:
+            raise Invalid(f"[{i}]", "expected a non-negative integer").within("counts")
+        if n < last:
+            raise Invalid(f"[{i}]", "cumulative counts never decrease").within("counts")
+        last = n
+    if type(count) is not int or not 0 <= count <= MAX_SAFE_INT:
+        raise Invalid("count", "expected a non-negative integer")
+    if count < last:
+        raise Invalid("count", f"{count} is below the last cumulative count {last}")
+    return {"le": bounds, "counts": list(counts), "count": count}

@@ -102,3 +102,58 @@ def test_more_load_never_makes_an_endpoint_look_faster(
     base = cost_terms(rates, running, waiting, prefill, decode, 0.5, 0.5)
     more = cost_terms(rates, running + 1, waiting + 1, prefill + 1000, decode + 100, 0.5, 0.5)
     assert more.completion_s(1000, 50) >= base.completion_s(1000, 50)
+
+
+def _as_histogram(samples: list[float], le: list[float]) -> tuple[list[int], int]:
+    """Cumulative counts per bound, as a Prometheus histogram exposes them."""
+    return [sum(1 for s in samples if s <= b) for b in le], len(samples)
+
+
+def test_histogram_deltas_teach_the_expected_length() -> None:
+    rng = random.Random(7)
+    samples = [rng.lognormvariate(6.0, 0.6) for _ in range(20_000)]  # median ~400 tokens
+    truth_mean = sum(samples) / len(samples)
+    truth_capped = sum(min(s, 500) for s in samples) / len(samples)
+    le = [10 * 1.25**i for i in range(40)]  # finite bounds 10..~60,000, as fine as TGI's
+    est = OutputLengthEstimator()
+    fed: list[float] = []
+    prev, prev_count = [0] * len(le), 0
+    for chunk in range(0, len(samples), 1000):  # one delta per heartbeat
+        fed += samples[chunk : chunk + 1000]
+        counts, count = _as_histogram(fed, le)
+        delta = [c - p for c, p in zip(counts, prev, strict=True)]
+        est.observe_histogram("m", le, delta, count - prev_count)
+        prev, prev_count = counts, count
+    assert est.count("m") == len(samples)
+    assert est.expected("m") == pytest.approx(truth_mean, rel=0.05)
+    assert est.expected("m", 500) == pytest.approx(truth_capped, rel=0.05)
+
+
+def test_coarse_buckets_count_at_their_geometric_middle() -> None:
+    est = OutputLengthEstimator(prior_weight=1e-9)
+    est.observe_histogram("m", [1000.0, 2000.0], [0, 500], 500)
+    assert est.expected("m") == pytest.approx(1414, rel=0.05)  # sqrt(1000 x 2000)
+    above = OutputLengthEstimator(prior_weight=1e-9)
+    above.observe_histogram("m", [10.0, 100.0], [0, 0], 40)  # all past the last bound
+    assert above.expected("m") == pytest.approx(100, rel=0.05)
+    first = OutputLengthEstimator(prior_weight=1e-9)
+    first.observe_histogram("m", [16.0], [8], 8)  # the first bucket starts at 1 token
+    assert first.expected("m") == pytest.approx(4, rel=0.05)
+
+
+def test_a_large_histogram_is_one_step_and_still_forgets() -> None:
+    est = OutputLengthEstimator(window=4096)
+    est.observe_histogram("m", [100.0, 200.0], [10_000_000, 10_000_000], 10_000_000)
+    assert est.count("m") == 10_000_000
+    assert est.expected("m") == pytest.approx(10, rel=0.06)  # sqrt(1 x 100): the prior faded
+    for _ in range(3):  # later traffic takes over within a few windows, as with observe()
+        est.observe_histogram("m", [1000.0, 2000.0], [0, 4096], 4096)
+    assert est.expected("m") > 1200
+
+
+def test_empty_or_negative_deltas_change_nothing() -> None:
+    est = OutputLengthEstimator()
+    before = est.expected("m")
+    est.observe_histogram("m", [], [], 5)
+    est.observe_histogram("m", [10.0], [-3], -3)
+    assert est.count("m") == 0 and est.expected("m") == before

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -205,6 +206,22 @@ class _ModelHistogram:
             self.counts = [c * 0.5 for c in self.counts]
             self.total *= 0.5
 
+    def add_many(self, buckets: dict[int, float], window: int) -> None:
+        """Add ``n`` observations per bucket index at once, then halve until under ``window``."""
+        added = sum(buckets.values())
+        for index, n in buckets.items():
+            self.counts[index] += n
+        self.total += added
+        self.observed += round(added)
+        self.since_refresh += round(added)
+        factor = 1.0
+        while self.total * factor >= window:
+            factor *= 0.5
+        if factor < 1.0:
+            self.counts = [c * factor for c in self.counts]
+            self.total *= factor
+        self.refresh()  # a batch is rare and may be large: the lazy rule would wait too long
+
     def stale(self) -> bool:
         return self.since_refresh > 0 and self.since_refresh * 64 >= self.observed
 
@@ -268,6 +285,36 @@ class OutputLengthEstimator:
         if hist is None:
             hist = self._models[model] = _ModelHistogram(self.prior_tokens, self.prior_weight)
         hist.add(float(output_tokens), self.window)
+
+    def observe_histogram(
+        self, model: str, le: Sequence[float], cumulative: Sequence[float], count: float
+    ) -> None:
+        """Record a server's histogram of output lengths (or the change in it) at once.
+
+        ``le`` are the finite upper bounds, ascending; ``cumulative[i]`` the observations at
+        or below ``le[i]``; ``count`` all of them (Prometheus' layout). Each bucket's
+        observations count at its geometric middle (the first bucket's from 1 token, the
+        ``+Inf`` bucket's at the last bound): one addition per bucket, whatever the count.
+        """
+        buckets: dict[int, float] = {}
+        below, lower = 0.0, 1.0
+        for bound, cum in zip(le, cumulative, strict=True):
+            middle = math.sqrt(lower * bound) if bound > lower else bound
+            self._add_bucket(buckets, middle, cum - below)
+            below, lower = max(below, cum), bound
+        if le:
+            self._add_bucket(buckets, lower, count - below)
+        if buckets:
+            hist = self._models.get(model)
+            if hist is None:
+                hist = self._models[model] = _ModelHistogram(self.prior_tokens, self.prior_weight)
+            hist.add_many(buckets, self.window)
+
+    @staticmethod
+    def _add_bucket(buckets: dict[int, float], tokens: float, n: float) -> None:
+        if n > 0 and math.isfinite(n) and math.isfinite(tokens):
+            index = _bucket(tokens)
+            buckets[index] = buckets.get(index, 0.0) + n
 
     def expected(self, model: str, max_output_tokens: int | float = 0) -> float:
         """Return the expected output length, capped by ``max_output_tokens`` when > 0."""

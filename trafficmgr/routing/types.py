@@ -174,6 +174,20 @@ class GpuSample:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputHistogram:
+    """One model's output lengths as its inference server counts them, since it started.
+
+    ``counts[i]`` requests generated at most ``le[i]`` tokens (Prometheus' cumulative buckets,
+    finite bounds ascending); ``count`` is all of them (the ``+Inf`` bucket).
+    """
+
+    model: str
+    le: tuple[float, ...]
+    counts: tuple[int, ...]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class ServerSample:
     kind: str
     requests_running: int = 0
@@ -183,6 +197,7 @@ class ServerSample:
     ttft_p50_ms: float = 0.0
     ttft_p99_ms: float = 0.0
     models_loaded: tuple[str, ...] = ()
+    output_tokens: tuple[OutputHistogram, ...] = ()  # per model, cumulative; empty: not known
 
 
 @dataclass(frozen=True, slots=True)
