@@ -399,8 +399,16 @@ def heartbeat_template(endpoint: str, gpus: int = 8) -> Callable[[int], bytes]:
     return lambda seq: template % (seq, time.time())
 
 
+# What a vLLM agent sends for a model: the server's histogram of output tokens per request.
+OUTPUT_TOKENS = {
+    "le": [5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+    "counts": [310, 1204, 5120, 19877, 51230, 90112, 131008, 140211, 141590, 141700],
+    "count": 141700,
+}
+
+
 def heartbeat_body(endpoint: str, seq: int, gpus: int = 8, sent_at: float | None = None) -> bytes:
-    """An agent-like heartbeat (8 GPUs: ~3 KB)."""
+    """An agent-like heartbeat (8 GPUs and one model's output-length histogram: ~3 KB)."""
     now = time.time() if sent_at is None else sent_at
     doc: dict[str, Any] = {
         "endpoint": endpoint,
@@ -437,6 +445,7 @@ def heartbeat_body(endpoint: str, seq: int, gpus: int = 8, sent_at: float | None
             "ttft_p50_ms": 140.0,
             "ttft_p99_ms": 520.0,
             "models_loaded": [],
+            "output_tokens": {"llama-3-70b": OUTPUT_TOKENS},
             "scrape_ok": True,
             "garbage_lines": 0,
             "error": None,
