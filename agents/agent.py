@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 Probe = Callable[[str | None], ProbeReading]
 SKEW_WARN_S = 30.0
+SILENT_POLL_S = 2.0  # how often a silenced agent asks whether its drill was cancelled
 SKEW_WARN_EVERY_S = 600.0
 
 
@@ -63,6 +64,7 @@ class Agent:
         self._wake = threading.Event()
         self._skew_warned_at: float | None = None
         self._refused: str | None = None
+        self._polled_at: float | None = None
         self.ticks = 0
         if pusher is not None:
             pusher.on_reply = self.handle_reply
@@ -113,10 +115,28 @@ class Agent:
         heartbeat = self.drills.apply(self.collect())
         if self.drills.silenced():
             log.debug("drill silence: heartbeat seq %d not sent", heartbeat.seq)
+            self._poll_while_silent()
             return None
         if self.pusher is not None:
             self.pusher.submit(to_json(heartbeat))
         return heartbeat
+
+    def _poll_while_silent(self) -> None:
+        """Ask now and then, without reporting, whether the silence was cancelled.
+
+        A silenced agent reads no heartbeat replies, so an operator's abort would otherwise
+        wait for the instruction to expire. The poll records no heartbeat: the control plane
+        still sees silence, and the drill measures what a dead agent would cause.
+        """
+        now = self._clock()
+        if self.pusher is None or (
+            self._polled_at is not None and now - self._polled_at < SILENT_POLL_S
+        ):
+            return
+        self._polled_at = now
+        reply = self.pusher.poll_drill(self.endpoint)
+        if reply is not None:
+            self.handle_reply(reply)
 
     def handle_reply(self, reply: Reply) -> None:
         """Obey ``interval_s`` and drill instructions; warn when the clocks disagree."""

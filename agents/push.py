@@ -13,6 +13,7 @@ import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 HEARTBEAT_PATH = "/api/v1/heartbeats/"
+DRILL_POLL_TIMEOUT_S = 1.0
 MAX_REPLY_BYTES = 64 * 1024
 MIN_INTERVAL_S = 0.05
 MAX_INTERVAL_S = 3600.0
@@ -181,6 +183,7 @@ class Pusher:
         on_reply: Callable[[Reply], None] | None = None,
     ) -> None:
         self.url = control_plane.rstrip("/") + HEARTBEAT_PATH
+        self.drill_polls = True  # False once the control plane turns out not to offer them
         self._token = token
         self.timeout = timeout
         self.backoff_base = backoff_base
@@ -259,6 +262,37 @@ class Pusher:
             if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):
                 reason = f"no answer within {timeout or self.timeout:g} s"
             raise PushError(f"{type(exc).__name__}: {reason}", retryable=True) from exc
+
+    def poll_drill(self, endpoint: str) -> Reply | None:
+        """Ask for the endpoint's pending drill instruction without sending a heartbeat.
+
+        For a silenced agent (``GET heartbeats/{endpoint}/drill``). Failures only mean no news:
+        None, logged at debug level; a control plane without the route (404) is not asked again.
+        """
+        if not self.drill_polls:
+            return None
+        request = urllib.request.Request(
+            f"{self.url}{urllib.parse.quote(endpoint, safe='')}/drill",
+            method="GET",
+            headers={"Authorization": f"Bearer {self._token}", "Accept": "application/json"},
+        )
+        try:
+            with self._opener.open(request, timeout=DRILL_POLL_TIMEOUT_S) as response:
+                return parse_reply(
+                    int(response.status),
+                    response.read(MAX_REPLY_BYTES),
+                    response.headers.get("Date"),
+                )
+        except urllib.error.HTTPError as exc:
+            with exc:
+                if exc.code == 404:
+                    log.info("the control plane offers no drill polls; waiting for expiry")
+                    self.drill_polls = False
+                else:
+                    log.debug("drill poll: HTTP %d", exc.code)
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+            log.debug("drill poll failed: %s", exc)
+        return None
 
     def _outgoing(self, heartbeat: dict[str, Any]) -> dict[str, Any]:
         """The heartbeat without the optional keys the control plane refused."""

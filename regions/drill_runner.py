@@ -222,7 +222,7 @@ class DrillRun:
             time.sleep(POLL_S)
 
     def restore(self) -> None:
-        """Cancel the instructions (a silenced agent hears it once its silence runs out)."""
+        """Cancel the instructions (a silenced agent takes it at its next drill poll)."""
         if self.restored:
             return
         self.restored = True

@@ -88,8 +88,9 @@ def inject(spec: DrillSpec, drill_id: int, endpoints: Iterable[str], seconds: fl
 def cancel(drill_id: int, endpoints: Iterable[str], ttl_s: float = MAX_DURATION_S) -> None:
     """Tell these endpoints' agents to drop the drill (replacing an instruction not yet taken).
 
-    A silenced agent sends nothing and so hears nothing until its instruction runs out;
-    the cancel waits for it (``ttl_s``) and is harmless then.
+    A silenced agent sends no heartbeats, but it asks for pending instructions every few
+    seconds (``GET heartbeats/<endpoint>/drill``) and takes the cancel there; an agent that
+    does not poll hears it once its silence runs out (``ttl_s``), when it is harmless.
     """
     store = hotstate.get()
     doc = {"kind": "none", "id": f"{instruction_id(drill_id)}-end"}

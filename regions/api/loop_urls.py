@@ -26,6 +26,7 @@ def _action(kind: str, action: str) -> URLPattern:
 
 urlpatterns = [
     path("heartbeats/", v.HeartbeatView.as_view(), name="heartbeats"),
+    re_path(rf"^heartbeats/{NAME}/drill/?$", v.DrillPollView.as_view(), name="heartbeat-drill"),
     path("routing/table", v.RoutingTableView.as_view(), name="routing-table"),
     path("routing/history", v.RoutingHistoryView.as_view(), name="routing-history"),
     path("routing/history/<str:version>", v.RoutingVersionView.as_view(), name="routing-version"),

@@ -20,7 +20,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from regions import actions, decisions, ingest, metrics, snapshot
+from regions import actions, decisions, hotstate, ingest, metrics, snapshot
 from regions.api.errors import DomainError, error_body
 from regions.models import Role, RoutingTableVersion
 from regions.permissions import has_role
@@ -107,6 +107,24 @@ class HeartbeatView(APIView):
     def post(self, request: Request) -> Response:
         result = ingest.ingest(request.auth, request.body, time.time())
         return Response(result.body)
+
+
+class DrillPollView(APIView):
+    """A silenced agent asks for its pending drill instruction; no heartbeat is recorded.
+
+    An agent obeying a ``silence`` drill sends no heartbeats, so it reads no replies; it polls
+    here every few seconds instead, so that an abort reaches it at once rather than when the
+    instruction expires. The instruction is handed over once, as with a heartbeat's reply.
+    """
+
+    agent_allowed = True
+    agent_only = True
+    throttle_classes = [LoopRateThrottle]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, name: str) -> Response:
+        ref = ingest.bound_endpoint(request.auth, name)
+        return Response({"drill": hotstate.get().pop_drill(ref.endpoint.name)})
 
 
 class RoutingTableView(APIView):

@@ -126,6 +126,39 @@ def test_silence_drill_sends_nothing(stub: Stub, fake_nvml: FakeNvml) -> None:
     assert agent.pusher is not None and agent.pusher.pending() == 0
 
 
+def test_a_silenced_agent_polls_for_a_cancel_without_reporting(
+    stub: Stub, fake_nvml: FakeNvml
+) -> None:
+    poll = f"{HEARTBEAT_PATH}euw-1/drill"
+    cancel = {"kind": "none", "id": "drill-9-end"}
+    stub.on("GET", poll, (200, {"drill": None}), (200, {"drill": cancel}), (200, {"drill": None}))
+    now = [100.0]
+    agent = make_agent(stub, fake_nvml, clock=lambda: now[0])
+    agent.handle_reply(Reply(200, drill={"kind": "silence", "duration_s": 60}))
+
+    def polls() -> list[Any]:
+        return [s for s in stub.seen if s.method == "GET" and s.path == poll]
+
+    assert agent.tick() is None and len(polls()) == 1  # nothing pending yet
+    now[0] += 1.0
+    assert agent.tick() is None and len(polls()) == 1  # not more often than SILENT_POLL_S
+    now[0] += 1.5
+    assert agent.tick() is None and len(polls()) == 2  # the abort arrives: silence ends
+    assert not agent.drills.silenced()
+    assert agent.tick() is not None and len(polls()) == 2
+    assert posted(stub) == [] and polls()[0].headers["Authorization"] == "Bearer tok"
+
+
+def test_an_older_control_plane_is_not_polled_again(stub: Stub, fake_nvml: FakeNvml) -> None:
+    now = [100.0]
+    agent = make_agent(stub, fake_nvml, clock=lambda: now[0])  # the stub answers 404
+    agent.handle_reply(Reply(200, drill={"kind": "silence", "duration_s": 60}))
+    for _ in range(3):
+        assert agent.tick() is None
+        now[0] += 5.0
+    assert len([s for s in stub.seen if s.method == "GET"]) == 1
+
+
 def test_bad_drill_is_logged_and_ignored(
     stub: Stub, fake_nvml: FakeNvml, caplog: pytest.LogCaptureFixture
 ) -> None:
