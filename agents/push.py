@@ -239,12 +239,7 @@ class Pusher:
             },
         )
         try:
-            with self._opener.open(request, timeout=timeout or self.timeout) as response:
-                return parse_reply(
-                    int(response.status),
-                    response.read(MAX_REPLY_BYTES),
-                    response.headers.get("Date"),
-                )
+            return self._exchange(request, timeout or self.timeout)
         except urllib.error.HTTPError as exc:
             with exc:
                 status = exc.code
@@ -263,6 +258,13 @@ class Pusher:
                 reason = f"no answer within {timeout or self.timeout:g} s"
             raise PushError(f"{type(exc).__name__}: {reason}", retryable=True) from exc
 
+    def _exchange(self, request: urllib.request.Request, timeout: float) -> Reply:
+        """Send ``request``; read a 2xx reply (errors raise as urllib raises them)."""
+        with self._opener.open(request, timeout=timeout) as response:
+            return parse_reply(
+                int(response.status), response.read(MAX_REPLY_BYTES), response.headers.get("Date")
+            )
+
     def poll_drill(self, endpoint: str) -> Reply | None:
         """Ask for the endpoint's pending drill instruction without sending a heartbeat.
 
@@ -277,12 +279,7 @@ class Pusher:
             headers={"Authorization": f"Bearer {self._token}", "Accept": "application/json"},
         )
         try:
-            with self._opener.open(request, timeout=DRILL_POLL_TIMEOUT_S) as response:
-                return parse_reply(
-                    int(response.status),
-                    response.read(MAX_REPLY_BYTES),
-                    response.headers.get("Date"),
-                )
+            return self._exchange(request, DRILL_POLL_TIMEOUT_S)
         except urllib.error.HTTPError as exc:
             with exc:
                 if exc.code == 404:
