@@ -31,6 +31,7 @@ from trafficmgr.routing.types import (
     GpuProfile,
     GpuSample,
     Heartbeat,
+    OutputHistogram,
     ProbeSample,
     Region,
     RegionStatus,
@@ -145,6 +146,18 @@ def build_fleet(n_regions: int = 50, n_endpoints: int = 2000, seed: int = 7) -> 
     return Fleet("bench.example.test", 10, PROFILES, tuple(regions), residency, policy)
 
 
+OUTPUT_BOUNDS = (5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
+
+
+def output_histogram(model: str, rng: random.Random) -> OutputHistogram:
+    """A vLLM server's cumulative histogram of output tokens, as agents report it."""
+    counts, total = [], 0
+    for share in (0.002, 0.006, 0.03, 0.1, 0.22, 0.28, 0.29, 0.05, 0.01, 0.001):
+        total += int(share * rng.randint(50_000, 150_000))
+        counts.append(total)
+    return OutputHistogram(model, OUTPUT_BOUNDS, tuple(counts), total + rng.randint(0, 5))
+
+
 def heartbeats(fleet: Fleet, now: float, seed: int = 11) -> dict[str, Heartbeat]:
     """Return one heartbeat per endpoint: mostly healthy, some stale, failing or saturated."""
     rng = random.Random(seed)
@@ -171,6 +184,7 @@ def heartbeats(fleet: Fleet, now: float, seed: int = 11) -> dict[str, Heartbeat]
             rng.randint(0, 20),
             rng.uniform(0.1, 0.99),
             models_loaded=e.models,
+            output_tokens=tuple(output_histogram(m, rng) for m in e.models),
         )
         out[e.name] = Heartbeat(
             e.name, 1, now - age, now - age, gpus, server, ProbeSample(roll > 0.01, 12.0)
