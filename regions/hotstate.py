@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import msgspec
@@ -37,6 +37,7 @@ from trafficmgr.routing.failover import RegionMachine
 from trafficmgr.routing.types import (
     GpuSample,
     Heartbeat,
+    OutputHistogram,
     ProbeSample,
     RegionState,
     RoutingTable,
@@ -80,6 +81,9 @@ def json_bytes(value: Any) -> bytes:
     return _json.encode(value)
 
 
+NO_HISTOGRAMS = msgspec.Raw(b"[]")  # the default itself is left out of the stored JSON
+
+
 class StoredHeartbeat(msgspec.Struct, omit_defaults=True):
     """A heartbeat as the Redis hot state keeps it: JSON that decodes into the engine's types.
 
@@ -95,14 +99,22 @@ class StoredHeartbeat(msgspec.Struct, omit_defaults=True):
     gpus: tuple[GpuSample, ...]
     server: ServerSample | None = None
     probe: tuple[bool, float] | None = None
+    # The server's output-length histograms, kept out of ``server`` as raw JSON: only
+    # ``/route`` reads them, and the control loop's 2,000 decodes a tick skip them.
+    output_tokens: msgspec.Raw = NO_HISTOGRAMS
 
 
 _stored_heartbeat = msgspec.json.Decoder(StoredHeartbeat)
+_histograms = msgspec.json.Decoder(tuple[OutputHistogram, ...])
 
 
 def encode_heartbeat(hb: Heartbeat) -> bytes:
     """Return the stored JSON of a heartbeat (see ``StoredHeartbeat``)."""
     p = hb.probe
+    server, histograms = hb.server, NO_HISTOGRAMS
+    if server is not None and server.output_tokens:
+        histograms = msgspec.Raw(_json.encode(server.output_tokens))
+        server = replace(server, output_tokens=())
     return _json.encode(
         StoredHeartbeat(
             hb.endpoint,
@@ -110,26 +122,33 @@ def encode_heartbeat(hb: Heartbeat) -> bytes:
             hb.sent_at,
             hb.received_at,
             hb.gpus,
-            hb.server,
+            server,
             None if p is None else (p.ok, p.latency_ms),
+            histograms,
         )
     )
 
 
-def decode_heartbeat(raw: bytes | str) -> Heartbeat:
-    """Rebuild a heartbeat from its stored JSON (either layout, see ``heartbeat_from_rows``)."""
+def decode_heartbeat(raw: bytes | str, histograms: bool = True) -> Heartbeat:
+    """Rebuild a heartbeat from its stored JSON (either layout, see ``heartbeat_from_rows``).
+
+    ``histograms=False`` leaves the server's output-length histograms out (not parsed).
+    """
     try:
         s = _stored_heartbeat.decode(raw)
     except msgspec.ValidationError:
         return heartbeat_from_rows(json.loads(raw))
     p = s.probe
+    server = s.server
+    if histograms and s.output_tokens is not NO_HISTOGRAMS and server is not None:
+        server = replace(server, output_tokens=_histograms.decode(s.output_tokens))
     return Heartbeat(
         s.endpoint,
         s.seq,
         s.sent_at,
         s.received_at,
         s.gpus,
-        s.server,
+        server,
         None if p is None else ProbeSample(p[0], p[1]),
     )
 
@@ -199,7 +218,9 @@ class HotState(Protocol):
     ) -> PutResult: ...
     def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]: ...
     def error_totals(self, endpoint: str) -> dict[str, list[int]]: ...
-    def heartbeats(self, names: Iterable[str] | None = None) -> dict[str, Heartbeat]: ...
+    def heartbeats(
+        self, names: Iterable[str] | None = None, histograms: bool = True
+    ) -> dict[str, Heartbeat]: ...
     def machines(self) -> dict[str, RegionMachine]: ...
     def set_machines(self, machines: Mapping[str, RegionMachine]) -> None: ...
     def evaluation(self) -> dict[str, Any]: ...
@@ -266,7 +287,10 @@ class MemoryHotState:
         with self._lock:
             return dict(self._totals.get(endpoint, {}))
 
-    def heartbeats(self, names: Iterable[str] | None = None) -> dict[str, Heartbeat]:
+    def heartbeats(
+        self, names: Iterable[str] | None = None, histograms: bool = True
+    ) -> dict[str, Heartbeat]:
+        """Return the latest heartbeats (held as objects: ``histograms`` costs nothing here)."""
         with self._lock:
             if names is None:
                 return dict(self._hb)

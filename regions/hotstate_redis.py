@@ -92,6 +92,7 @@ class RedisHotState:
         # Heartbeats decoded before, by endpoint: (stored JSON, heartbeat); reused while the
         # stored JSON is the same.
         self._beats: dict[str, tuple[str, Heartbeat]] = {}
+        self._lean_beats: dict[str, tuple[str, Heartbeat]] = {}  # the same, histograms left out
         self._evaluation: tuple[str, dict[str, Any]] | None = None  # (stamp, document)
         self._config: tuple[float, int] | None = None  # (checked at, version)
         self._tokens: tuple[float, int] | None = None
@@ -109,7 +110,7 @@ class RedisHotState:
         if keys:
             self.redis.delete(*keys)
         self._cached_table = None
-        self._beats = {}
+        self._beats, self._lean_beats = {}, {}
         self._evaluation = None
         self._config = None
         self._tokens = None
@@ -170,15 +171,21 @@ class RedisHotState:
         raw = self.redis.hget(self.key("heartbeats:totals"), endpoint)
         return json.loads(raw) if raw else {}
 
-    def heartbeats(self, names: Iterable[str] | None = None) -> dict[str, Heartbeat]:
-        """Return the latest heartbeats (one HGETALL or HMGET), decoding only new ones."""
+    def heartbeats(
+        self, names: Iterable[str] | None = None, histograms: bool = True
+    ) -> dict[str, Heartbeat]:
+        """Return the latest heartbeats (one HGETALL or HMGET), decoding only new ones.
+
+        ``histograms=False`` (the control loop) leaves the servers' output-length histograms
+        unparsed; each way keeps its own cache of decoded heartbeats.
+        """
         key = self.key("heartbeats")
         if names is None:
             raw = self.redis.hgetall(key)
         else:
             wanted = list(names)
             raw = dict(zip(wanted, self.redis.hmget(key, wanted), strict=True)) if wanted else {}
-        seen = self._beats
+        seen = self._beats if histograms else self._lean_beats
         out = {}
         for name, value in raw.items():
             if not value:
@@ -187,7 +194,7 @@ class RedisHotState:
             if hit is not None and hit[0] == value:
                 out[name] = hit[1]
             else:
-                out[name] = hb = decode_heartbeat(value)
+                out[name] = hb = decode_heartbeat(value, histograms)
                 seen[name] = (value, hb)
         if names is None and len(seen) > len(out):  # endpoints gone from the hash
             for name in [n for n in seen if n not in out]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -51,6 +52,21 @@ def test_the_redis_hot_state_carries_them(redis_store: Any) -> None:
     hb = Heartbeat("euw-1", 1, 1.0, 2.0, (), ServerSample("vllm", output_tokens=lengths))
     assert redis_store.put_heartbeat(hb, 0).accepted
     assert redis_store.heartbeats(["euw-1"])["euw-1"] == hb
+    lean = redis_store.heartbeats(histograms=False)["euw-1"]  # as the control loop reads them
+    assert lean == replace(hb, server=ServerSample("vllm"))
+    assert redis_store.heartbeats()["euw-1"] == hb  # each way has its own decoded copy
+
+
+def test_heartbeats_stored_before_the_histograms_moved_out_still_decode() -> None:
+    from regions.hotstate import decode_heartbeat
+
+    raw = (
+        '{"endpoint":"euw-1","seq":1,"sent_at":1.0,"received_at":2.0,"gpus":[],"server":'
+        '{"kind":"vllm","output_tokens":[{"model":"m","le":[10.0],"counts":[3],"count":4}]}}'
+    )
+    hb = decode_heartbeat(raw)
+    assert hb.server is not None
+    assert hb.server.output_tokens == (OutputHistogram("m", (10.0,), (3,), 4),)
 
 
 def _bad(field: str, value: Any) -> dict[str, Any]:
