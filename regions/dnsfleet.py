@@ -1,12 +1,13 @@
 """The stored fleet as a source for DNS servers to follow (``trafficmgr.dns.fleetwatch``).
 
 ``manage.py dnsserver`` reads the fleet from the database at start; ``StoredFleet`` lets each
-of its processes read it again every few seconds, so an operator's change (a moved ingress
-address, a new model or region) reaches the answers without a restart. It is picklable and
-sets Django up itself, because ``--workers`` processes are spawned, not forked, and start
-with nothing imported. Each read opens and closes its own connection: a poll every few
-seconds per process is cheap, and an idle connection would only go stale between polls. The
-queries share one snapshot, so a read racing ``apply_fleet`` sees it whole or not at all.
+of its processes pick up later changes (a moved ingress address, a new model or region)
+without a restart. It reads through ``regions.snapshot.current``, as the web and control-loop
+processes do: the database is read again only when the configuration version in the hot
+state moved or the view aged out, so most polls cost one Redis read and return None. It is
+picklable and sets Django up itself, because ``--workers`` processes are spawned, not forked,
+and start with nothing imported. The connection is closed after a poll: polls are seconds
+apart, and an idle connection would only go stale in between.
 """
 
 from __future__ import annotations
@@ -15,24 +16,29 @@ from trafficmgr.routing.types import Fleet
 
 
 class StoredFleet:
-    """Read the fleet from the database (Django set up on first use in this process)."""
+    """The stored fleet when it changed since the last call, else None."""
 
-    def __call__(self) -> Fleet:
+    def __init__(self) -> None:
+        self._last: Fleet | None = None
+
+    def __call__(self) -> Fleet | None:
         import django
         from django.apps import apps
 
         if not apps.ready:
             django.setup()
-        from django.db import connection, transaction
+        from django.db import connection
 
-        from regions.services import fleet_snapshot
+        from regions import snapshot
 
         try:
-            with transaction.atomic():
-                if connection.vendor == "postgresql":
-                    # one snapshot for all the queries: never half of an apply_fleet
-                    with connection.cursor() as cursor:
-                        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                return fleet_snapshot()
+            fleet = snapshot.current().fleet
         finally:
             connection.close()
+        if fleet is self._last:
+            return None
+        self._last = fleet
+        return fleet
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"_last": None}

@@ -16,6 +16,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.db import connection, transaction
+
 from regions import hotstate
 from trafficmgr.routing.table import static_table
 from trafficmgr.routing.types import Endpoint, Fleet, RoutingTable
@@ -58,7 +60,17 @@ _lock = threading.Lock()
 
 
 def load() -> FleetView:
-    """Read the configuration now (a handful of queries)."""
+    """Read the configuration now (a handful of queries, one database snapshot)."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost and connection.vendor == "postgresql":
+            # The queries share one snapshot: a read racing apply_fleet sees all of it or none.
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        return _load()
+
+
+def _load() -> FleetView:
     from regions.models import Endpoint as EndpointRow
     from regions.models import Region as RegionRow
     from regions.services import fleet_snapshot
