@@ -283,17 +283,19 @@ def rollback_dangling_drills(pending_grace_s: float = PENDING_GRACE_S) -> list[i
             f"rolled back: its runner stopped while the drill was {drill.status} "
             "(control plane restarted or the process died); instructions cancelled"
         )
-        updated = Drill.objects.filter(pk=drill.pk, status=drill.status).update(
-            status=DrillStatus.ABORTED, reason=why, finished_at=timezone.now()
-        )
-        if not updated:
-            continue
+        # One transaction: a reader never sees the drill aborted without its report.
+        with transaction.atomic():
+            updated = Drill.objects.filter(pk=drill.pk, status=drill.status).update(
+                status=DrillStatus.ABORTED, reason=why, finished_at=timezone.now()
+            )
+            if not updated:
+                continue
+            drill.status = DrillStatus.ABORTED
+            DrillReport.objects.get_or_create(
+                drill=drill, defaults={"report": aborted_report(drill, why)}
+            )
+            record_event(drill, why, "warning")
         cancel(drill.pk, (drill.params or {}).get("resolved", {}).get("endpoints", []))
         revoke_probe_tokens(drill.pk)
-        drill.status = DrillStatus.ABORTED
-        DrillReport.objects.get_or_create(
-            drill=drill, defaults={"report": aborted_report(drill, why)}
-        )
-        record_event(drill, why, "warning")
         rolled.append(drill.pk)
     return rolled
