@@ -94,10 +94,18 @@ def bench(
 ) -> tuple[list[float], list[float]]:
     """Return per-pick times (µs) and per-snapshot preparation or first-pick times (µs)."""
     estimator = OutputLengthEstimator()
-    for n in (10, 50, 120, 300, 40):
-        for m in MODELS:
-            estimator.observe(m, n)
     picker = make_picker(strategy, seed=1, estimator=estimator)
+    # Completions as a gateway reports them: output lengths by prompt size and prefix, and
+    # latencies, so ai_aware balances within the tail (its full path) from the first pick.
+    warm = random.Random(7)
+    for k in range(2000):
+        picker.observe(
+            MODELS[k % len(MODELS)],
+            warm.choice((10, 50, 120, 300, 40)),
+            input_tokens=warm.randrange(50, 8000),
+            prefix_hashes=(warm.randrange(0, 5000),),
+            latency_s=warm.uniform(0.2, 4.0),
+        )
     picks: list[float] = []
     snapshots: list[float] = []
     snapshot = loads
@@ -111,7 +119,7 @@ def bench(
                 picker.prepare(snapshot)
                 snapshots.append((clock() - t0) * 1e6)
         t0 = clock()
-        picker.pick(request, snapshot, 0.0)
+        picker.pick(request, snapshot, k * 0.001)
         dt = (clock() - t0) * 1e6
         if first and not prepare:
             snapshots.append(dt)

@@ -3,139 +3,56 @@
 Every strategy first keeps the candidates that may serve the request: healthy, active and
 serving the request's model. A pick is always one of those, or ``None`` with the reason.
 
-``ai_aware`` (the default) picks the endpoint with the earliest expected completion of *this*
-request: the prefill work queued ahead of it at the prefill rate the decodes leave, plus its
-own prefill (minus the prefix blocks the endpoint already holds), plus its expected output at
-the per-request decode rate with one more request in the batch (the service model of
-``estimator.py``); a full endpoint (slots or KV cache) adds the expected wait for a slot.
-
-Work conservation. Earliest completion alone starves slow endpoints: a request queues
-behind a busy H100 while an L4 (or a 2-GPU endpoint) that could serve it sits idle, which
-leaves the fast endpoints hot and the region unevenly loaded. So when the cheapest endpoint
-has a queue of ``W`` seconds ahead of the request, whose own service there takes ``S``, the
-request goes instead to the *least busy* endpoint (least outstanding work, in seconds at its
-own speed) among those expected to complete it at most ``min(W, S)`` later. Both bounds come
-from the request itself, not from a tuned constant: with no queue the fastest endpoint
-always wins; the request is never delayed by more than the queue it leaves (whose requests
-are spared its work), nor by more than its own service time, which keeps long prompts, the
-latency tail, off slow GPUs. A request the cheapest endpoint holds a cached prefix for
-stays there: moving it would turn work the cache saves into work done again, which loads
-the region more, not more evenly.
-
-Batch requests skip endpoints above ``batch_threshold`` utilisation, which keeps headroom
-for interactive traffic; when every endpoint is above it they are shed (a 503 upstream).
-
-Speed. Up to ``exact_limit`` candidates serving the model are all scored. Above that the
-picker scores a random sample of ``sample_size`` of them plus the best ones of its previous
-picks for the model ("power of d choices with memory": Mitzenmacher 2001; Shah & Prabhakar
-2002 show remembering the last best beats sampling one more) plus the endpoints its own
-routing history says hold the request's longest prefix (the approximate prefix index llm-d's
-scorer keeps). A candidates *tuple* passed again is recognised: its grouping by model and its
-per-endpoint terms are reused, and the work the picker sent since is added to the snapshot,
-so picks between two load reports do not herd onto one endpoint. A gateway calls
-``prepare(snapshot)`` when a load report arrives, so that O(N) work stays off the request
-path and a pick costs O(sample) (bench/engine_pick.py).
+The strategies: ``round_robin``, ``least_connections``, ``weighted`` (smooth weighted round
+robin by weight x decode capacity), ``latency`` (lowest EWMA of observed latency),
+``least_outstanding_work`` (estimated work in flight over speed), all here, and ``ai_aware``,
+the default, in ``ai_aware.py`` (earliest expected completion, work-conserving, balancing
+within the service's latency tail). The shared parts are in ``pickbase.py``; this module
+re-exports them.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
-
-from trafficmgr.routing.estimator import (
-    CostTerms,
-    OutputLengthEstimator,
-    ServiceRates,
-    cost_terms,
-    service_rates,
+from trafficmgr.routing.ai_aware import (
+    PREFIX_INDEX_SIZE,
+    TAIL_MIN_SAMPLES,
+    AiAwarePicker,
+    cached_tokens,
 )
-from trafficmgr.routing.types import AdminState, Endpoint, GpuProfile, Priority, Request
+from trafficmgr.routing.estimator import LatencyTail, OutputLengthEstimator
+from trafficmgr.routing.pickbase import (
+    EndpointLoad,
+    Pick,
+    Picker,
+    Strategy,
+    outstanding_work_s,
+    rates_of,
+    serves,
+)
+from trafficmgr.routing.types import Request
 
-PREFIX_INDEX_SIZE = 1 << 16
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointLoad:
-    """Live view of one endpoint for the picker."""
-
-    endpoint: Endpoint
-    profile: GpuProfile
-    healthy: bool = True
-    running: int = 0  # requests in flight
-    waiting: int = 0
-    outstanding_prefill_tokens: float = 0.0
-    outstanding_decode_tokens: float = 0.0
-    kv_cache_usage: float = 0.0
-    gpu_util: float = 0.0
-    latency_ewma_ms: float = 0.0
-    cached_prefixes: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class Pick:
-    endpoint: str | None  # None: no endpoint can take it
-    reason: str
-    expected_output_tokens: float
-    expected_latency_s: float = 0.0  # the picker's estimate, 0 when it makes none
-
-
-class Picker(Protocol):
-    name: str
-
-    def pick(self, request: Request, candidates: Sequence[EndpointLoad], now: float) -> Pick: ...
-
-    def observe(self, model: str, output_tokens: int) -> None: ...
+__all__ = [
+    "DEFAULT_STRATEGY",
+    "PREFIX_INDEX_SIZE",
+    "STRATEGIES",
+    "TAIL_MIN_SAMPLES",
+    "AiAwarePicker",
+    "EndpointLoad",
+    "LatencyPicker",
+    "LeastConnectionsPicker",
+    "LeastOutstandingWorkPicker",
+    "Pick",
+    "Picker",
+    "RoundRobinPicker",
+    "WeightedPicker",
+    "cached_tokens",
+    "make_picker",
+    "outstanding_work_s",
+    "serves",
+]
 
 
-def serves(load: EndpointLoad, model: str) -> bool:
-    """Tell whether an endpoint may take a request for ``model`` now."""
-    e = load.endpoint
-    return load.healthy and e.admin_state is AdminState.ACTIVE and model in e.models
-
-
-def _refusal(name: str, request: Request, candidates: Sequence[EndpointLoad], exp: float) -> Pick:
-    serving = [c for c in candidates if request.model in c.endpoint.models]
-    if not serving:
-        why = f"no endpoint serves {request.model}"
-    else:
-        why = f"none of the {len(serving)} endpoints serving {request.model} is healthy and active"
-    return Pick(None, f"{name}: {why}", exp)
-
-
-class _Strategy:
-    """Shared parts: eligibility, the output-length estimator, refusals."""
-
-    name = "base"
-
-    def __init__(self, seed: int = 0, estimator: OutputLengthEstimator | None = None) -> None:
-        self.rng = random.Random(seed)
-        self.estimator = estimator or OutputLengthEstimator()
-        self._turn = 0
-
-    def observe(self, model: str, output_tokens: int) -> None:
-        """Learn the output length of a completed request."""
-        self.estimator.observe(model, output_tokens)
-
-    def pick(self, request: Request, candidates: Sequence[EndpointLoad], now: float) -> Pick:
-        exp = self.estimator.expected(request.model, request.max_output_tokens)
-        eligible = [c for c in candidates if serves(c, request.model)]
-        if not eligible:
-            return _refusal(self.name, request, candidates, exp)
-        self._turn += 1
-        return self.choose(request, eligible, exp)
-
-    def choose(self, request: Request, eligible: list[EndpointLoad], exp: float) -> Pick:
-        raise NotImplementedError
-
-    def _rotated(self, eligible: list[EndpointLoad]) -> list[EndpointLoad]:
-        """Rotate the list each pick so ties do not always go to the first endpoint."""
-        k = self._turn % len(eligible)
-        return eligible[k:] + eligible[:k]
-
-
-class RoundRobinPicker(_Strategy):
+class RoundRobinPicker(Strategy):
     name = "round_robin"
 
     def __init__(self, seed: int = 0, estimator: OutputLengthEstimator | None = None) -> None:
@@ -153,7 +70,7 @@ class RoundRobinPicker(_Strategy):
         )
 
 
-class LeastConnectionsPicker(_Strategy):
+class LeastConnectionsPicker(Strategy):
     name = "least_connections"
 
     def choose(self, request: Request, eligible: list[EndpointLoad], exp: float) -> Pick:
@@ -166,7 +83,7 @@ class LeastConnectionsPicker(_Strategy):
         )
 
 
-class WeightedPicker(_Strategy):
+class WeightedPicker(Strategy):
     """Smooth weighted round robin (nginx) by configured weight x decode capacity."""
 
     name = "weighted"
@@ -176,7 +93,7 @@ class WeightedPicker(_Strategy):
         self._current: dict[str, float] = {}
 
     def choose(self, request: Request, eligible: list[EndpointLoad], exp: float) -> Pick:
-        weights = [c.endpoint.weight * _rates(c).decode_tokens_per_s for c in eligible]
+        weights = [c.endpoint.weight * rates_of(c).decode_tokens_per_s for c in eligible]
         total = sum(weights)
         if total <= 0:
             weights, total = [1.0] * len(eligible), float(len(eligible))
@@ -191,7 +108,7 @@ class WeightedPicker(_Strategy):
         return Pick(best.endpoint.name, f"weighted: {share:.0%} share of {len(eligible)}", exp)
 
 
-class LatencyPicker(_Strategy):
+class LatencyPicker(Strategy):
     """Lowest EWMA of observed latency; endpoints never observed are tried first."""
 
     name = "latency"
@@ -207,7 +124,7 @@ class LatencyPicker(_Strategy):
         )
 
 
-class LeastOutstandingWorkPicker(_Strategy):
+class LeastOutstandingWorkPicker(Strategy):
     """Least estimated prefill + decode work in flight, in seconds at the endpoint's speed."""
 
     name = "least_outstanding_work"
@@ -221,279 +138,7 @@ class LeastOutstandingWorkPicker(_Strategy):
         )
 
 
-def _rates(load: EndpointLoad) -> ServiceRates:
-    return service_rates(load.profile, load.endpoint.gpus)
-
-
-def outstanding_work_s(load: EndpointLoad) -> float:
-    """Return the seconds of full-speed GPU work an endpoint has in flight."""
-    r = _rates(load)
-    return r.work_s(load.outstanding_prefill_tokens, load.outstanding_decode_tokens)
-
-
-def cached_tokens(request: Request, held: frozenset[int], block_tokens: int) -> int:
-    """Return the prompt tokens an endpoint holding ``held`` blocks need not prefill again."""
-    n = 0
-    for h in request.prefix_hashes:
-        if h not in held:
-            break
-        n += 1
-    return min(n * block_tokens, max(0, request.input_tokens - 1))
-
-
-# (expected completion s, candidate index, cached prompt tokens, own service s)
-Scored = tuple[float, int, int, float]
-
-
-def _first(entry: Scored) -> float:
-    return entry[0]
-
-
-class _Snapshot:
-    """One candidates sequence: grouped by model and costed lazily, plus work sent since."""
-
-    __slots__ = ("by_model", "grouped", "loads", "pending", "positions", "terms", "work")
-
-    def __init__(self, loads: Sequence[EndpointLoad], group: bool) -> None:
-        self.loads = loads
-        self.by_model: dict[str, list[int]] = {}
-        self.terms: list[CostTerms | None] = [None] * len(loads)
-        self.work: list[float] = [0.0] * len(loads)  # outstanding_work_s, set with the terms
-        self.pending: dict[int, float] = {}
-        self.positions: dict[str, int] = {}
-        if group:  # many candidates: one pass now instead of one per model later
-            for i, c in enumerate(loads):
-                self.positions[c.endpoint.name] = i
-                if c.healthy and c.endpoint.admin_state is AdminState.ACTIVE:
-                    for m in c.endpoint.models:
-                        self.by_model.setdefault(m, []).append(i)
-        self.grouped = group
-
-    def eligible(self, model: str) -> list[int]:
-        found = self.by_model.get(model)
-        if found is None:
-            found = (
-                [] if self.grouped else [i for i, c in enumerate(self.loads) if serves(c, model)]
-            )
-            self.by_model[model] = found
-        return found
-
-    def term(self, i: int) -> CostTerms:
-        t = self.terms[i]
-        if t is None:
-            c = self.loads[i]
-            rates = _rates(c)
-            self.work[i] = rates.work_s(c.outstanding_prefill_tokens, c.outstanding_decode_tokens)
-            t = cost_terms(
-                rates,
-                c.running,
-                c.waiting,
-                c.outstanding_prefill_tokens,
-                c.outstanding_decode_tokens,
-                c.kv_cache_usage,
-                c.gpu_util,
-            )
-            self.terms[i] = t
-        return t
-
-    def index_of(self, name: str) -> int | None:
-        if not self.positions:
-            self.positions = {c.endpoint.name: i for i, c in enumerate(self.loads)}
-        return self.positions.get(name)
-
-
-class AiAwarePicker(_Strategy):
-    """Earliest expected completion, work-conserving (see the module docstring)."""
-
-    name = "ai_aware"
-
-    def __init__(
-        self,
-        seed: int = 0,
-        estimator: OutputLengthEstimator | None = None,
-        *,
-        batch_threshold: float = 0.8,
-        exact_limit: int = 32,
-        sample_size: int = 6,
-        memory: int = 2,
-        block_tokens: int = 512,
-    ) -> None:
-        super().__init__(seed, estimator)
-        self.batch_threshold = batch_threshold
-        self.exact_limit = max(1, exact_limit)
-        self.sample_size = max(1, sample_size)
-        self.memory = max(0, memory)
-        self.block_tokens = block_tokens
-        self._snapshot: _Snapshot | None = None
-        self._source: Sequence[EndpointLoad] | None = None
-        self._recent: dict[str, tuple[str, ...]] = {}  # model → recent best endpoints
-        self._prefix_owner: dict[int, str] = {}  # block hash → endpoint last sent it
-
-    def pick(self, request: Request, candidates: Sequence[EndpointLoad], now: float) -> Pick:
-        exp = self.estimator.expected(request.model, request.max_output_tokens)
-        snap = self._snapshot_for(candidates)
-        eligible = snap.eligible(request.model)
-        if not eligible:
-            return _refusal(self.name, request, candidates, exp)
-        self._turn += 1
-        batch = request.priority is Priority.BATCH
-        sampled = len(eligible) > self.exact_limit
-        pool = self._sample(request, snap, eligible) if sampled else eligible
-        ranked = self._rank(request, snap, pool, exp, batch)
-        if not ranked and sampled and batch:
-            ranked = self._rank(request, snap, eligible, exp, batch)
-        if not ranked:
-            return Pick(
-                None,
-                f"ai_aware: batch request shed: all {len(eligible)} endpoints "
-                f"serving {request.model} are above {self.batch_threshold:.0%} "
-                "utilisation (headroom kept for interactive traffic)",
-                exp,
-            )
-        chosen = self._conserve(snap, ranked) if len(ranked) > 1 else ranked[0]
-        cost, i, cached, _ = chosen
-        self._record(request, snap, i, cached, [r[1] for r in ranked[: self.memory]])
-        head = "ai_aware: earliest expected completion"
-        if chosen is not ranked[0]:
-            first = ranked[0]
-            head = (
-                f"ai_aware: work-conserving: {snap.loads[first[1]].endpoint.name} would complete "
-                f"it {(cost - first[0]) * 1000:.0f} ms earlier but has a queue; this is the least "
-                "busy endpoint within min(queue, service time) of that, expected completion"
-            )
-        reason = self._reason(
-            head,
-            snap.term(i),
-            cost,
-            request,
-            cached,
-            exp,
-            len(pool),
-            len(eligible) if sampled else 0,
-        )
-        return Pick(snap.loads[i].endpoint.name, reason, exp, cost)
-
-    def prepare(self, candidates: tuple[EndpointLoad, ...]) -> None:
-        """Group and cost a new snapshot now (on a load report, off the request path)."""
-        snap = self._snapshot_for(candidates)
-        for i in range(len(candidates)):
-            snap.term(i)
-
-    def _snapshot_for(self, candidates: Sequence[EndpointLoad]) -> _Snapshot:
-        if self._snapshot is not None and candidates is self._source:
-            return self._snapshot
-        snap = _Snapshot(candidates, len(candidates) > self.exact_limit)
-        if type(candidates) is tuple:  # immutable: safe to recognise by identity
-            self._snapshot, self._source = snap, candidates
-        return snap
-
-    def _sample(self, request: Request, snap: _Snapshot, eligible: list[int]) -> list[int]:
-        """Return a random sample, the recent best and the likely prefix holders."""
-        n, rand = len(eligible), self.rng.random
-        pool = {eligible[int(rand() * n)] for _ in range(self.sample_size)}
-        names = list(self._recent.get(request.model, ()))
-        names.extend(self._prefix_holders(request))
-        for name in names:
-            i = snap.index_of(name)
-            if i is not None and serves(snap.loads[i], request.model):
-                pool.add(i)
-        return list(pool)
-
-    def _prefix_holders(self, request: Request) -> list[str]:
-        """Return the endpoints last sent this request's first and longest shared prefix."""
-        owner, found = self._prefix_owner, list[str]()
-        for h in request.prefix_hashes:
-            name = owner.get(h)
-            if name is None:
-                break
-            if not found or found[-1] != name:
-                found.append(name)
-        return found[:1] + found[-1:] if len(found) > 1 else found
-
-    def _rank(
-        self, request: Request, snap: _Snapshot, pool: list[int], exp: float, batch: bool
-    ) -> list[Scored]:
-        """Return (expected completion s, index, cached tokens, own service s), best first."""
-        out: list[Scored] = []
-        k = self._turn % len(pool) if len(pool) <= self.exact_limit else 0
-        terms, pending, loads = snap.terms, snap.pending, snap.loads
-        hashes, size, threshold = request.prefix_hashes, request.input_tokens, self.batch_threshold
-        first = hashes[0] if hashes else None
-        for i in pool[k:] + pool[:k]:
-            t = terms[i] or snap.term(i)
-            if batch and t.utilisation > threshold:
-                continue
-            cached = 0
-            if first is not None and first in loads[i].cached_prefixes:
-                cached = cached_tokens(request, loads[i].cached_prefixes, self.block_tokens)
-            service = (size - cached) * t.prefill_s_per_token + exp * t.decode_s_per_token
-            cost = t.wait_s + service
-            if pending:
-                cost += pending.get(i, 0.0)
-            out.append((cost, i, cached, service))
-        out.sort(key=_first)  # stable: equal costs keep the rotated order
-        return out
-
-    def _conserve(self, snap: _Snapshot, ranked: list[Scored]) -> Scored:
-        """Return the least busy endpoint completing within min(queue, service) of the best.
-
-        The best itself when it has no queue or holds part of the prompt in its cache.
-        """
-        best = ranked[0]
-        cost, _, cached, service = best
-        slack = min(cost - service, service)
-        if cached or not slack > 0:
-            return best
-        limit = cost + slack
-        work, pending = snap.work, snap.pending  # seconds in flight, and sent since
-        chosen, least = best, work[best[1]] + pending.get(best[1], 0.0)
-        for entry in ranked[1:]:
-            if entry[0] > limit:
-                break
-            busy = work[entry[1]] + pending.get(entry[1], 0.0)
-            if busy < least:
-                chosen, least = entry, busy
-        return chosen
-
-    def _record(
-        self, request: Request, snap: _Snapshot, i: int, cached: int, best: list[int]
-    ) -> None:
-        """Remember the work sent, the best endpoints and who now holds the prefix."""
-        t = snap.term(i)
-        snap.pending[i] = snap.pending.get(i, 0.0) + (
-            (request.input_tokens - cached) * t.prefill_s_per_token
-        )
-        if self.memory:
-            self._recent[request.model] = tuple(snap.loads[j].endpoint.name for j in best)
-        name, owner = snap.loads[i].endpoint.name, self._prefix_owner
-        for h in request.prefix_hashes:
-            owner[h] = name
-        if len(owner) > PREFIX_INDEX_SIZE:  # forget the oldest half: cheap and bounded
-            for h in list(owner)[: PREFIX_INDEX_SIZE // 2]:
-                del owner[h]
-
-    def _reason(
-        self,
-        head: str,
-        t: CostTerms,
-        cost: float,
-        request: Request,
-        cached: int,
-        exp: float,
-        scored: int,
-        sampled_from: int,
-    ) -> str:
-        prefix = f", {cached} cached" if cached else ""
-        among = f"sampled from {sampled_from}" if sampled_from else "all serving the model"
-        full = "; full, waits for a slot" if t.full else ""
-        return (
-            f"{head} {cost * 1000:.0f} ms (queue "
-            f"{t.wait_s * 1000:.0f} ms, {request.input_tokens} prompt tokens{prefix}, "
-            f"~{exp:.0f} output tokens); best of {scored} {among}{full}"
-        )
-
-
-_STRATEGIES: dict[str, type[_Strategy] | type[AiAwarePicker]] = {
+_STRATEGIES: dict[str, type[Strategy] | type[AiAwarePicker]] = {
     "round_robin": RoundRobinPicker,
     "least_connections": LeastConnectionsPicker,
     "weighted": WeightedPicker,
@@ -506,11 +151,21 @@ DEFAULT_STRATEGY = "ai_aware"
 
 
 def make_picker(
-    name: str = DEFAULT_STRATEGY, *, seed: int = 0, estimator: OutputLengthEstimator | None = None
+    name: str = DEFAULT_STRATEGY,
+    *,
+    seed: int = 0,
+    estimator: OutputLengthEstimator | None = None,
+    tail: LatencyTail | None = None,
 ) -> Picker:
-    """Build a picker by strategy name; raise ValueError naming the known ones."""
+    """Build a picker by strategy name; raise ValueError naming the known ones.
+
+    Pickers of several regions may share one ``estimator`` and one latency ``tail`` (the
+    caller serialises their use); only ``ai_aware`` reads the tail.
+    """
     try:
         cls = _STRATEGIES[name]
     except KeyError:
         raise ValueError(f"unknown picker {name!r} (known: {', '.join(STRATEGIES)})") from None
+    if cls is AiAwarePicker:
+        return AiAwarePicker(seed=seed, estimator=estimator, tail=tail)
     return cls(seed=seed, estimator=estimator)

@@ -234,8 +234,11 @@ class Simulation:
             self.latency[rid] = now + self.rtt[rid] / 2 - sent
             self.status[rid] = DONE
             self.inflight -= 1
-            self.policy.observe(reqs[rid].request.model, job.output_tokens)
-            served_ms = (now - sent - self.rtt[rid] / 2) * 1000.0
+            served_s = now - sent - self.rtt[rid] / 2  # at the gateway: sent on to done
+            self.policy.observe(
+                server.endpoint.region, reqs[rid].request, job.output_tokens, served_s
+            )
+            served_ms = served_s * 1000.0
             old = self._ewma[index]
             self._ewma[index] = (
                 served_ms if old == 0 else old + LATENCY_EWMA_ALPHA * (served_ms - old)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from trafficmgr.routing.estimator import LatencyTail, OutputLengthEstimator
 from trafficmgr.routing.picker import EndpointLoad, Picker, make_picker, serves
 from trafficmgr.routing.types import Request
 from trafficmgr.sim.server import BLOCK_TOKENS, EndpointServer
@@ -55,15 +56,31 @@ class Policy(Protocol):
         now: float,
     ) -> Choice: ...
 
-    def observe(self, model: str, output_tokens: int) -> None: ...
+    def observe(self, region: str, request: Request, output_tokens: int, latency_s: float) -> None:
+        """Learn from a request completed in ``region``: what a gateway there would see."""
 
 
 class EnginePolicy:
-    """One of the engine's picker strategies behind the gateway's view."""
+    """One of the engine's picker strategies behind the gateway's view.
+
+    One picker per region, as the decision API keeps (``regions/decisions.py``), all sharing
+    one output-length estimator and one latency tail, as the decision API's pickers do: how
+    long answers are is the model's and the prompt's business, not the region's, and the tail
+    a move must stay within is the one users see, the whole service's.
+    """
 
     def __init__(self, name: str, seed: int) -> None:
-        self.name = name
-        self.picker: Picker = make_picker(name, seed=seed)
+        self.name, self.seed = name, seed
+        self.estimator = OutputLengthEstimator()
+        self.tail = LatencyTail()
+        self.pickers: dict[str, Picker] = {}
+
+    def picker(self, region: str) -> Picker:
+        found = self.pickers.get(region)
+        if found is None:
+            found = make_picker(self.name, seed=self.seed, estimator=self.estimator, tail=self.tail)
+            self.pickers[region] = found
+        return found
 
     def choose(
         self,
@@ -84,12 +101,19 @@ class EnginePolicy:
             )
             for s in servers
         )
-        pick = self.picker.pick(request, loads, now)
+        region = servers[0].endpoint.region if servers else ""
+        pick = self.picker(region).pick(request, loads, now)
         chosen = next((s for s in servers if s.endpoint.name == pick.endpoint), None)
         return Choice(chosen, pick.expected_output_tokens, pick.reason)
 
-    def observe(self, model: str, output_tokens: int) -> None:
-        self.picker.observe(model, output_tokens)
+    def observe(self, region: str, request: Request, output_tokens: int, latency_s: float) -> None:
+        self.picker(region).observe(
+            request.model,
+            output_tokens,
+            input_tokens=request.input_tokens,
+            prefix_hashes=request.prefix_hashes,
+            latency_s=latency_s,
+        )
 
 
 class OraclePolicy:
@@ -123,7 +147,7 @@ class OraclePolicy:
             best[1], float(output_tokens), f"oracle: completes in {(best[0] - now) * 1000:.0f} ms"
         )
 
-    def observe(self, model: str, output_tokens: int) -> None:
+    def observe(self, region: str, request: Request, output_tokens: int, latency_s: float) -> None:
         """The oracle needs no learning."""
 
 
