@@ -9,19 +9,28 @@ tokens.
 Run: .venv/bin/python bench/decisions.py --redis-url redis://127.0.0.1:6379/13
      [--duration 10] [--concurrency 8] [--database-url postgres://...]
      [--server daphne|uvicorn] [--workers N] [--no-front] [--rate R] [--in-process N]
+     [--completions ITEMS]
 The Redis database given is the bench's own: its trafficmgr:* keys are deleted.
 ``--in-process N`` starts no server: it times N decisions through the ASGI application in
 this process (no sockets): with the front, through Django, and Django called synchronously.
+
+``--completions ITEMS`` measures completion-report ingest instead (``POST
+/api/v1/route/completions``, ITEMS completions per report, each with 4 prefix hashes): reports/s
+and their latency, then, in this process, what a web process pays to learn them: its first
+look at a region (the replay of the stream's latest) and a rebuild reading new entries.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing
 import os
 import random
+import sys
 import time
 from dataclasses import replace
+from typing import Any
 
 from http_load import (
     arguments,
@@ -49,7 +58,65 @@ IPS = (
 COUNTRIES = ("US", "DE", "GB", "FR", "JP", "IN", "BR", "SG", "AU", "CA")
 
 
+def completion_reports(fleet: Any, items: int, count: int = 64) -> list[bytes]:
+    """``count`` report bodies of ``items`` completions each, over the fleet's endpoints."""
+    rng = random.Random(2)
+    endpoints = fleet.endpoints()
+    bodies = []
+    for _ in range(count):
+        batch = []
+        for _ in range(items):
+            e = rng.choice(endpoints)
+            batch.append(
+                {
+                    "endpoint": e.name,
+                    "model": rng.choice(e.models),
+                    "input_tokens": rng.randint(100, 8000),
+                    "output_tokens": rng.randint(1, 2000),
+                    "latency_ms": round(rng.uniform(100.0, 20_000.0), 1),
+                    "prefix_hashes": [rng.getrandbits(63) for _ in range(4)],
+                }
+            )
+        bodies.append(json.dumps({"completions": batch}).encode())
+    return bodies
+
+
+def learning_cost(fleet: Any, bodies: list[bytes]) -> None:
+    """Time, in this process, a first look at the busiest region and a rebuild after a report."""
+    from regions import completions, decisions, hotstate, snapshot
+
+    view = snapshot.current()
+    store = hotstate.get()
+    region = max(
+        fleet.regions,
+        key=lambda r: len(store.completions(r.name, None, decisions.COMPLETIONS_REPLAY)),
+    )
+    stream = len(store.completions(region.name, None, 10**6))
+    decisions.forget()
+    now = time.time()
+    t = time.perf_counter()
+    loads = decisions.region_loads(view, view.static_table(now), region, now)
+    first = time.perf_counter() - t
+    before = loads.completions_at
+    for body in bodies[:4]:
+        completions.report(body, view)
+    fresh = len(store.completions(region.name, before, 10**6))
+    loads.built = 0.0  # stale: the next look rebuilds
+    t = time.perf_counter()
+    decisions.region_loads(view, view.static_table(now), region, now)
+    again = time.perf_counter() - t
+    print(
+        f"learning ({region.name}, stream of {stream}): first look, replaying "
+        f"{min(stream, decisions.COMPLETIONS_REPLAY)}, {first * 1000:.1f} ms; a rebuild reading "
+        f"{min(fresh, decisions.COMPLETIONS_PER_READ)} new {again * 1000:.1f} ms "
+        "(heartbeats and candidates included)"
+    )
+
+
 def main() -> None:
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--completions", type=int, default=0, metavar="ITEMS")
+    wanted, sys.argv[1:] = extra.parse_known_args()
     args = arguments(__doc__.splitlines()[0])
     args.redis_url = args.redis_url or os.environ.get("REDIS_URL")
     if not args.redis_url:
@@ -83,8 +150,12 @@ def main() -> None:
     _, secret = create_token("bench-gateway", "viewer")
     models = fleet.models()
     rng = random.Random(1)
+    reports = completion_reports(fleet, wanted.completions) if wanted.completions else []
 
     def make(worker: int, i: int) -> tuple[str, bytes, dict[str, str]]:
+        if reports:
+            headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+            return "/api/v1/route/completions", reports[(worker * 7919 + i) % len(reports)], headers
         body: dict[str, object] = {
             "model": rng.choice(models),
             "input_tokens": rng.randint(100, 8000),
@@ -100,7 +171,9 @@ def main() -> None:
 
     if args.in_process:
         try:
-            report_in_process("decisions", make, args.in_process)
+            report_in_process(
+                "completion reports" if reports else "decisions", make, args.in_process
+            )
         finally:
             stopping.set()
             feeder.join(5)
@@ -110,17 +183,23 @@ def main() -> None:
     server = serve(env, port, args)
     try:
         results = load(port, make, args.concurrency, args.duration, server, args.rate)
+        if reports:
+            learning_cost(fleet, reports)
     finally:
         stop(server)
         stopping.set()
         feeder.join(5)
         store.reset()
+    what = f"completion reports of {wanted.completions}" if reports else "decisions"
     print(
-        f"decisions (redis hot state, {env['DATABASE_URL'].split(':')[0]}, {describe(args)}, "
+        f"{what} (redis hot state, {env['DATABASE_URL'].split(':')[0]}, {describe(args)}, "
         f"{len(fleet.regions)} regions, "
         f"{len(fleet.endpoints())} endpoints; 503 = no allowed capacity)"
     )
-    results.report("decisions")
+    results.report("completion reports" if reports else "decisions")
+    if reports:
+        n = len(results.latencies)
+        print(f"completions: {n * wanted.completions / results.elapsed:,.0f}/s")
 
 
 if __name__ == "__main__":

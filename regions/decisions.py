@@ -22,6 +22,21 @@ feeds the region's estimator what the counts grew by since this process last saw
 of them on first sight, or after a server restart made them go down). Before a
 region has any evidence (state ``unknown``, e.g. before the first tick) its endpoints count
 as healthy by configuration, as the table does.
+
+Completions gateways report (``regions.completions``, ``POST /api/v1/route/completions``)
+teach the picker more: output length per prompt prefix and per prompt size, and the region's
+latency tail. They reach one web process, so they are kept in the hot state as a bounded
+stream per region; each rebuild feeds the picker the entries of its region's stream this
+process has not fed yet (at most ``COMPLETIONS_PER_READ``, by stream id, so none twice; one
+non-blocking read per rebuild, as for the heartbeats). A process's first look at a region
+replays the stream's latest ``COMPLETIONS_REPLAY``. A region's picker, estimator and what
+they were fed are kept when the fleet view or the table changes (every ``snapshot.MAX_AGE_S``
+at least): only a new process, or ``forget``, starts one from nothing.
+
+The regions' pickers share one output-length estimator and one latency tail per process, as
+in the simulator: how long answers are does not depend on the region, and the tail a
+balancing move must stay within is the one users see, the whole service's. So they share one
+lock too (``_learning``): a pick takes ~25 µs.
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import ipaddress
+import logging
 import math
 import random
 import threading
@@ -41,9 +57,10 @@ from django.conf import settings
 
 from regions import hotstate, metrics, snapshot
 from regions.api.errors import DomainError
+from regions.hotstate import StreamEntry, stream_position
 from regions.validation import Field, Invalid, integer, obj, parse_json, string, validate
 from trafficmgr.routing.countries import continent_of
-from trafficmgr.routing.estimator import OutputLengthEstimator
+from trafficmgr.routing.estimator import LatencyTail, OutputLengthEstimator
 from trafficmgr.routing.geo import Locator, country_location, rtt_ms
 from trafficmgr.routing.health import endpoint_health
 from trafficmgr.routing.picker import EndpointLoad, Picker, make_picker
@@ -66,6 +83,12 @@ from trafficmgr.routing.types import (
 MAX_TOKENS = 1_000_000
 LOADS_TTL_S = 0.5
 MAX_BODY_BYTES = 64 * 1024
+PREFIX_HASHES = ("list", integer(-(2**63), 2**64 - 1), 1024)
+# Reported completions a process feeds a region's picker: on its first look at the region
+# the stream's latest (a worker that starts knows what the others learned lately), then per
+# rebuild what is new, at most this many (a backlog is caught up over the next rebuilds).
+COMPLETIONS_REPLAY = 2_000
+COMPLETIONS_PER_READ = 2_000
 
 ROUTE_BODY = obj(
     {
@@ -79,9 +102,7 @@ ROUTE_BODY = obj(
             required=False,
             default=Priority.INTERACTIVE.value,
         ),
-        "prefix_hashes": Field(
-            ("list", integer(-(2**63), 2**64 - 1), 1024), required=False, default=[]
-        ),
+        "prefix_hashes": Field(PREFIX_HASHES, required=False, default=[]),
     }
 )
 
@@ -121,14 +142,32 @@ class _RegionLoads:
     built: float  # time.monotonic()
     loads: tuple[EndpointLoad, ...]
     picker: Picker
-    lock: threading.Lock  # guards the picker, its estimator and ``fed``
+    lock: threading.Lock  # guards the picker, its estimator and ``fed`` (shared: _learning)
     estimator: OutputLengthEstimator
     # per endpoint, when its last heartbeat fed the estimator and its histograms then, by model
     fed: dict[str, tuple[float, dict[str, OutputHistogram]]]
+    completions_at: str | None = None  # id of the last reported completion fed to the picker
 
 
+log = logging.getLogger(__name__)
 _loads: dict[str, _RegionLoads] = {}
 _loads_lock = threading.Lock()
+
+
+@dataclass(slots=True)
+class _Learning:
+    """What every region's picker in this process learns into, and the lock guarding it."""
+
+    estimator: OutputLengthEstimator
+    tail: LatencyTail
+    lock: threading.Lock
+
+
+def _new_learning() -> _Learning:
+    return _Learning(OutputLengthEstimator(), LatencyTail(), threading.Lock())
+
+
+_learning = _new_learning()
 _locator: Locator | None = None
 _locator_lock = threading.Lock()
 
@@ -344,18 +383,60 @@ def region_loads(
     loads = build_loads(view.fleet, region, state, now, beats)
     with _loads_lock:
         found = _loads.get(region.name)
-        if found is None or found.key[0] != key[0]:
-            estimator = OutputLengthEstimator()
-            picker = make_picker("ai_aware", estimator=estimator)
+        if found is None:
+            shared = _learning
+            picker = make_picker("ai_aware", estimator=shared.estimator, tail=shared.tail)
             found = _RegionLoads(
-                key, time.monotonic(), loads, picker, threading.Lock(), estimator, {}
+                key, time.monotonic(), loads, picker, shared.lock, shared.estimator, {}
             )
             _loads[region.name] = found
-        else:
+        else:  # a new fleet view or table keeps what the picker learned
             found.key, found.built, found.loads = key, time.monotonic(), loads
+    reported = read_completions(region.name, found.completions_at)
     with found.lock:
         learn_output_lengths(found, region, beats)
+        if reported is not None:
+            learn_completions(found, reported)
     return found
+
+
+def read_completions(region: str, after: str | None) -> list[StreamEntry] | None:
+    """Read the region's reported completions after ``after`` (None: the latest few).
+
+    A failed read is logged and gives None: the decision does not need it, and the next
+    rebuild reads again from the same place.
+    """
+    count = COMPLETIONS_REPLAY if after is None else COMPLETIONS_PER_READ
+    try:
+        return hotstate.get().completions(region, after, count)
+    except Exception:
+        log.warning("reading the reported completions of %s failed", region, exc_info=True)
+        return None
+
+
+def learn_completions(loads: _RegionLoads, entries: Sequence[StreamEntry]) -> None:
+    """Feed the region's picker reported completions it has not seen yet.
+
+    Call with ``loads.lock`` held. Entries at or before the last one fed are skipped (a
+    concurrent rebuild read the stream first), so none is counted twice.
+    """
+    last = stream_position(loads.completions_at) if loads.completions_at is not None else None
+    observe = loads.picker.observe
+    for entry_id, c in entries:
+        at = stream_position(entry_id)
+        if last is not None and at <= last:
+            continue
+        observe(
+            c.model,
+            c.output_tokens,
+            input_tokens=c.input_tokens,
+            prefix_hashes=c.prefix_hashes,
+            latency_s=c.latency_s,
+        )
+        last = at
+        loads.completions_at = entry_id
+    if loads.completions_at is None:
+        loads.completions_at = "0-0"  # an empty stream: everything reported from now on
 
 
 def learn_output_lengths(
@@ -450,6 +531,8 @@ def build_loads(
 
 
 def forget() -> None:
-    """Drop cached candidates and pickers (tests)."""
+    """Drop cached candidates and pickers, and what they learned (tests)."""
+    global _learning
     with _loads_lock:
         _loads.clear()
+        _learning = _new_learning()

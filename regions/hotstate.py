@@ -15,6 +15,10 @@ the DNS server reads):
 - ``machines``, ``evaluation`` JSON carried from tick to tick, ``evaluation:stamp`` set with
   each evaluation so that readers parse it once per tick; ``drill:<endpoint>`` pending
   drill instructions; ``lock:tick`` the tick lock (SET NX PX, released by compare-and-delete);
+- ``completions:<region>`` a stream of the completions gateways reported for the region's
+  endpoints (``POST /api/v1/route/completions``), one entry per request (field ``c``: a
+  ``Completion`` as a JSON array), trimmed to about ``COMPLETIONS_MAXLEN``; every web process
+  reads it to feed its own pickers (``regions.decisions``);
 - ``config-version`` bumped on every configuration write, ``token-version`` on every token
   write (cached principals are dropped, see ``regions.auth``); ``counters`` and ``tick`` hashes
   behind /metrics, so any process serves the fleet-wide figures.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -46,6 +51,8 @@ from trafficmgr.routing.types import (
 
 PREFIX = "trafficmgr"
 TABLE_CHANNEL_SUFFIX = "table:updates"
+# Completions kept per region (Redis trims to about this many, ``MAXLEN ~``).
+COMPLETIONS_MAXLEN = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +76,44 @@ def is_newer(seq: int, sent_at: float, old_seq: int, old_sent_at: float) -> bool
     out-of-order deliveries are neither, so they lose.
     """
     return seq > old_seq or sent_at >= old_sent_at + RESTART_GAP_S
+
+
+class Completion(msgspec.Struct, array_like=True, frozen=True):
+    """One completed request a gateway reported: what the region's pickers learn from."""
+
+    endpoint: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    latency_s: float  # sent to the endpoint until its last token, measured at the gateway
+    prefix_hashes: tuple[int, ...] = ()
+
+
+# A stream entry: its id (``"<ms>-<seq>"``, ascending) and the completion.
+StreamEntry = tuple[str, Completion]
+_completion = msgspec.json.Decoder(Completion)
+
+
+def stream_position(entry_id: str) -> tuple[int, int]:
+    """Return a stream id's order: ``"1700000000000-3"`` → ``(1700000000000, 3)``."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def encode_completion(c: Completion) -> bytes:
+    return _json.encode(c)
+
+
+def decode_completions(raw: Iterable[tuple[str, str | bytes]]) -> list[StreamEntry]:
+    """Decode stream entries; one that does not decode (written by a newer release, or
+    damaged) is skipped, not fatal: a reader must keep routing."""
+    out = []
+    for entry_id, value in raw:
+        try:
+            out.append((entry_id, _completion.decode(value)))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return out
 
 
 # --- (de)serialisation -------------------------------------------------------------------
@@ -232,6 +277,8 @@ class HotState(Protocol):
     ) -> None: ...
     def set_drill(self, endpoint: str, instruction: Mapping[str, Any], ttl_s: float) -> None: ...
     def pop_drill(self, endpoint: str) -> dict[str, Any] | None: ...
+    def add_completions(self, by_region: Mapping[str, Sequence[Completion]]) -> None: ...
+    def completions(self, region: str, after: str | None, count: int) -> list[StreamEntry]: ...
     def tick_lock(self, ttl_s: float) -> Any: ...
     def config_version(self) -> int: ...
     def bump_config_version(self) -> None: ...
@@ -250,6 +297,7 @@ class MemoryHotState:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tick_lock = threading.Lock()
+        self._completion_seq = 0  # not reset: ids stay ascending for readers of this store
         self.reset()
 
     def reset(self) -> None:
@@ -265,6 +313,7 @@ class MemoryHotState:
             self._token_version = 0
             self._counters: dict[str, float] = {}
             self._tick: dict[str, float] = {}
+            self._completions: dict[str, deque[tuple[int, Completion]]] = {}
             self.listeners: list[Any] = []
 
     def put_heartbeat(
@@ -336,6 +385,30 @@ class MemoryHotState:
         if found is None or found[0] < time.monotonic():
             return None
         return found[1]
+
+    def add_completions(self, by_region: Mapping[str, Sequence[Completion]]) -> None:
+        """Append to each region's bounded stream (ids ``"0-<n>"``, ascending)."""
+        with self._lock:
+            for region, items in by_region.items():
+                stream = self._completions.get(region)
+                if stream is None:
+                    stream = self._completions[region] = deque(maxlen=COMPLETIONS_MAXLEN)
+                for c in items:
+                    self._completion_seq += 1
+                    stream.append((self._completion_seq, c))
+
+    def completions(self, region: str, after: str | None, count: int) -> list[StreamEntry]:
+        """Return up to ``count`` entries after the id ``after``, oldest first; with ``after``
+        None the last ``count`` of the stream."""
+        last = -1 if after is None else stream_position(after)[1]
+        chosen: list[tuple[int, Completion]] = []
+        with self._lock:
+            for item in reversed(self._completions.get(region, ())):
+                if item[0] <= last or (after is None and len(chosen) >= count):
+                    break
+                chosen.append(item)
+        chosen.reverse()
+        return [(f"0-{seq}", c) for seq, c in chosen[: max(0, count)]]
 
     @contextmanager
     def tick_lock(self, ttl_s: float) -> Iterator[bool]:

@@ -16,12 +16,17 @@ import msgspec
 from redis.exceptions import NoScriptError
 
 from regions.hotstate import (
+    COMPLETIONS_MAXLEN,
     PREFIX,
     RESTART_GAP_S,
     TABLE_CHANNEL_SUFFIX,
+    Completion,
     HeartbeatPut,
     PutResult,
+    StreamEntry,
+    decode_completions,
     decode_heartbeat,
+    encode_completion,
     encode_heartbeat,
     json_bytes,
     machine_from_doc,
@@ -277,6 +282,32 @@ class RedisHotState:
     def pop_drill(self, endpoint: str) -> dict[str, Any] | None:
         raw = self.redis.getdel(self.key(f"drill:{endpoint}"))
         return json.loads(raw) if raw else None
+
+    def add_completions(self, by_region: Mapping[str, Sequence[Completion]]) -> None:
+        """XADD each completion to its region's stream (``MAXLEN ~``), all in one pipeline."""
+        pipe = self.redis.pipeline(transaction=False)
+        for region, items in by_region.items():
+            key = self.key(f"completions:{region}")
+            for c in items:
+                pipe.xadd(
+                    key, {"c": encode_completion(c)}, maxlen=COMPLETIONS_MAXLEN, approximate=True
+                )
+        pipe.execute()
+
+    def completions(self, region: str, after: str | None, count: int) -> list[StreamEntry]:
+        """Return up to ``count`` entries after the id ``after``, oldest first (one XREAD,
+        never blocking); with ``after`` None the last ``count`` of the stream (XREVRANGE)."""
+        if count <= 0:
+            return []
+        key = self.key(f"completions:{region}")
+        raw: list[Any]
+        if after is None:
+            raw = list(self.redis.xrevrange(key, "+", "-", count=count) or [])
+            raw.reverse()
+        else:
+            found: Any = self.redis.xread({key: after}, count=count)
+            raw = found[0][1] if found else []
+        return decode_completions((entry_id, fields.get("c", "")) for entry_id, fields in raw)
 
     @contextmanager
     def tick_lock(self, ttl_s: float) -> Iterator[bool]:

@@ -72,6 +72,11 @@ def number(lo: float, hi: float) -> Kind:
     return ("num", lo, hi)
 
 
+def open_number(lo: float, hi: float) -> Kind:
+    """A finite number strictly between ``lo`` and ``hi`` (e.g. a duration: more than 0)."""
+    return ("num_open", lo, hi)
+
+
 def string(max_length: int, min_length: int = 1) -> Kind:
     return ("str", max_length, min_length)
 
@@ -230,6 +235,17 @@ def _number_checker(kind: Kind) -> Checker | None:
     return check
 
 
+def _open_number_checker(kind: Kind) -> Checker:
+    lo, hi = kind[1], kind[2]
+
+    def check(value: Any, times: TimeReader | None) -> Any:
+        if type(value) is float and lo < value < hi:
+            return value
+        return _check(kind, value, times)
+
+    return check
+
+
 def _integer_checker(kind: Kind) -> Checker:
     lo, hi = kind[1], kind[2]
     return lambda v, t: v if type(v) is int and lo <= v <= hi else _check(kind, v, t)
@@ -254,6 +270,7 @@ _MAKERS: dict[str, Callable[[Kind], Checker | None]] = {
     "list": _list_checker,
     "nullable": _nullable_checker,
     "num": _number_checker,
+    "num_open": _open_number_checker,
     "int": _integer_checker,
     "str": _string_checker,
     "bool": _bool_checker,
@@ -286,6 +303,8 @@ def _check(kind: Kind, value: Any, times: TimeReader | None) -> Any:
         if not math.isfinite(number_):
             raise Invalid("", "expected a finite number")
         return _ranged(number_, kind[1], kind[2])
+    if tag == "num_open":
+        return _open_ranged(value, kind[1], kind[2])
     if tag == "str":
         if not isinstance(value, str):
             raise Invalid("", f"expected a string, got {json_type(value)}")
@@ -326,6 +345,24 @@ def _list(kind: Kind, value: Any, times: TimeReader | None) -> list[Any]:
         except Invalid as exc:
             raise exc.within(f"[{i}]") from None
     return out
+
+
+def _open_ranged(value: Any, lo: float, hi: float) -> float:
+    if isinstance(value, _NonFinite):
+        raise Invalid("", f"expected a finite number, got {value.text}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Invalid("", f"expected a number, got {json_type(value)}")
+    try:
+        number_ = float(value)
+    except OverflowError:  # an integer literal of hundreds of digits
+        number_ = math.inf if value > 0 else -math.inf
+    if math.isnan(number_):
+        raise Invalid("", "expected a finite number")
+    if not lo < number_ < hi:
+        raise Invalid(
+            "", f"{repr(value)[:40]} is not more than {lo:,.15g} and less than {hi:,.15g}"
+        )
+    return number_
 
 
 def _ranged(value: Any, lo: float, hi: float) -> Any:

@@ -1,10 +1,13 @@
 """The hot paths' ASGI front: heartbeats and decisions answered without the Django stack.
 
-``POST /api/v1/heartbeats/`` and ``POST /api/v1/route`` are nearly all of the traffic. Through
+``POST /api/v1/heartbeats/`` and ``POST /api/v1/route`` are nearly all of the traffic, and
+gateways report completions (``POST /api/v1/route/completions``) in step with decisions. Through
 Django each pays a thread of its own for the sync middleware (asgiref gives every request a
 fresh thread, hence a fresh database connection), DRF's request wrapping and negotiation, and
 a token query. This front answers them on the event loop with the same services (``ingest``,
-``decisions``), the same checks and the same replies, and hands everything else to Django:
+``decisions``, ``completions``), the same checks and the same replies (a completions report
+over ``INLINE_REPORT_BYTES`` is parsed and stored in a thread of its own, so that a large one
+does not hold up the decisions behind it), and hands everything else to Django:
 
 - it takes only ``POST`` to exactly those paths with ``Authorization: Bearer <secret>``, no
   query string, no ``Accept`` or a JSON one, an allowed ``Host``, a declared body size within
@@ -49,7 +52,7 @@ from django.urls import reverse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 
-from regions import auth, hotstate, ingest, snapshot
+from regions import auth, completions, hotstate, ingest, snapshot
 from regions.api import loop_views
 from regions.api.errors import DomainError, error_body, exception_handler
 from trafficmgr.env import env_bool
@@ -66,6 +69,8 @@ JSON_ACCEPTS = {b"", b"*/*", b"application/json"}
 # Reload the fleet view in the background this long before it would go stale.
 REFRESH_AHEAD_S = 2.0
 WANTED = {b"authorization", b"host", b"content-length", b"accept"}
+INLINE_REPORT_BYTES = 16 * 1024
+HEARTBEAT, ROUTE, COMPLETIONS = "heartbeat", "route", "completions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,28 +88,29 @@ class LoopFront:
         self.enabled = env_bool("TRAFFICMGR_LOOP_FRONT", True) if enabled is None else enabled
         self.history = ingest.HistoryWriter()
         self.puts = PutBatch()
-        self._paths: dict[str, bool] | None = None  # path → agent route
+        self._paths: dict[str, str] | None = None  # path → HEARTBEAT, ROUTE or COMPLETIONS
         self._db: ThreadPoolExecutor | None = None
+        self._reports: ThreadPoolExecutor | None = None
         self._view: snapshot.FleetView | None = None
         self._refresh: Future[snapshot.FleetView] | None = None
         self._renderer = JSONRenderer()
         atexit.register(self.history.stop)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        agent = self._route_of(scope)
-        admitted = None if agent is None else self._admissible(scope)
-        if admitted is None:
+        kind = self._route_of(scope)
+        admitted = None if kind is None else self._admissible(scope)
+        if kind is None or admitted is None:
             return await self.app(scope, receive, send)
         secret, secure = admitted
         messages, body = await _read_body(receive)
         if body is None:  # too large, or the client left: Django answers (or notices)
             return await self.app(scope, _replay(messages, receive), send)
         user = auth.cached_token(secret) or await self._in_db(auth.resolve_token, secret)
-        if user is None or user.is_agent != agent:
+        if user is None or user.is_agent != (kind == HEARTBEAT):
             return await self.app(scope, _replay(messages, receive), send)
         auth.act_as(user, str((scope.get("client") or ("",))[0])[:100])
         try:
-            reply = await self._answer(user, agent, body)
+            reply = await self._answer(user, kind, body)
         except (DomainError, exceptions.APIException) as exc:
             response = exception_handler(exc, {})
             assert response is not None
@@ -122,14 +128,19 @@ class LoopFront:
             self._db.submit(connections.close_all).result()
             self._db.shutdown()
             self._db = None
+        if self._reports is not None:
+            self._reports.shutdown()
+            self._reports = None
 
-    async def _answer(self, user: auth.TokenUser, agent: bool, body: bytes) -> Reply:
+    async def _answer(self, user: auth.TokenUser, kind: str, body: bytes) -> Reply:
         allowed, wait = loop_views.LoopRateThrottle.take(loop_views.ident(user.token))
         if not allowed:
             raise exceptions.Throttled(wait)
         view = await self._fleet()
-        if not agent:
+        if kind == ROUTE:
             return Reply(*loop_views.route_reply(body, view))
+        if kind == COMPLETIONS:
+            return Reply(202, {"accepted": await self._report(body, view)}, {})
         token = user.token
         doc = ingest.parse_heartbeat(body)
         ref = ingest.endpoint_ref(view, doc["endpoint"])
@@ -143,10 +154,19 @@ class LoopFront:
             self.history.submit(result.sample)
         return Reply(200, result.body, {})
 
+    async def _report(self, body: bytes, view: snapshot.FleetView) -> int:
+        """Take a completions report: a small one here, a large one in a thread."""
+        if len(body) <= INLINE_REPORT_BYTES:
+            return completions.report(body, view)
+        if self._reports is None:
+            self._reports = ThreadPoolExecutor(2, thread_name_prefix="trafficmgr-reports")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reports, completions.report, body, view)
+
     # --- what this front takes --------------------------------------------------------------
 
-    def _route_of(self, scope: Scope) -> bool | None:
-        """True for heartbeats, False for decisions, None for anything to pass on."""
+    def _route_of(self, scope: Scope) -> str | None:
+        """HEARTBEAT, ROUTE or COMPLETIONS; None for anything to pass on."""
         if (
             not self.enabled
             or scope["type"] != "http"
@@ -156,7 +176,11 @@ class LoopFront:
         ):
             return None
         if self._paths is None:
-            self._paths = {reverse("heartbeats"): True, reverse("route"): False}
+            self._paths = {
+                reverse("heartbeats"): HEARTBEAT,
+                reverse("route"): ROUTE,
+                reverse("route-completions"): COMPLETIONS,
+            }
         return self._paths.get(scope["path"])
 
     def _admissible(self, scope: Scope) -> tuple[str, bool] | None:

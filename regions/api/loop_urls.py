@@ -31,6 +31,7 @@ urlpatterns = [
     path("routing/history", v.RoutingHistoryView.as_view(), name="routing-history"),
     path("routing/history/<str:version>", v.RoutingVersionView.as_view(), name="routing-version"),
     path("route", v.RouteView.as_view(), name="route"),
+    path("route/completions", v.CompletionsView.as_view(), name="route-completions"),
     *[_action("region", a) for a in REGION_ACTIONS],
     *[_action("endpoint", a) for a in ENDPOINT_ACTIONS],
 ]

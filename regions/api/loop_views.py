@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,7 +20,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from regions import actions, decisions, hotstate, ingest, metrics, snapshot
+from regions import actions, completions, decisions, hotstate, ingest, metrics, snapshot
 from regions.api.errors import DomainError, error_body
 from regions.models import Role, RoutingTableVersion
 from regions.permissions import has_role
@@ -178,6 +178,53 @@ class RouteView(APIView):
     def post(self, request: Request) -> Response:
         status, body, headers = route_reply(request.body)
         return Response(body, status=status, headers=headers)
+
+
+COMPLETIONS_EXAMPLE = {
+    "completions": [
+        {
+            "endpoint": "euw-1",
+            "model": "llama-3-8b",
+            "input_tokens": 1800,
+            "output_tokens": 212,
+            "latency_ms": 2310.5,
+            "prefix_hashes": [8215390144823, 1139802270112],
+        }
+    ]
+}
+
+
+class CompletionsView(APIView):
+    """Completed requests a gateway reports (any API token): the pickers learn from them.
+
+    1 to 1,000 items per call, validated whole: the first bad item refuses the batch (400
+    naming ``completions[i].field``) and nothing is stored; else 202 ``{"accepted": N}``.
+    """
+
+    write_role = Role.VIEWER
+    throttle_classes = [LoopRateThrottle]
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={
+            202: OpenApiResponse(OpenApiTypes.OBJECT, description='`{"accepted": N}`'),
+        },
+        examples=[
+            OpenApiExample("one completion", value=COMPLETIONS_EXAMPLE, request_only=True),
+            OpenApiExample(
+                "accepted", value={"accepted": 1}, response_only=True, status_codes=["202"]
+            ),
+        ],
+        description=(
+            "Each item: `endpoint`, `model` (served by that endpoint per the fleet), "
+            "`input_tokens` and `output_tokens` (0..1,000,000), `latency_ms` (from sending "
+            "the request to the endpoint until its last token; more than 0, under an hour), "
+            "optional `prefix_hashes` (as for `route`). The first bad item refuses the whole "
+            "report (400 naming `completions[i].field`); nothing is stored."
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        return Response({"accepted": completions.report(request.body)}, status=202)
 
 
 class ActionView(APIView):
