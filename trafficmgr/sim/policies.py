@@ -2,7 +2,9 @@
 
 An engine policy is the real picker (``make_picker``) fed the gateway's view of the region's
 endpoints: live counters, the engine's health verdicts and the picker's own *estimates* of
-output length; it learns output lengths only from completed requests.
+output length. It learns only from completed requests, what a gateway reporting them
+(``POST /api/v1/route/completions``) tells the decision API: the output length, the prompt's
+size and prefix blocks, and the latency from the gateway to the last token.
 
 ``oracle`` knows every request's true output length, its own and those in flight, and picks
 the endpoint where it would complete first if nothing else arrived: it runs each candidate's
