@@ -207,3 +207,48 @@ def test_ai_aware_without_queues_picks_the_earliest_completion(
     )
     pick = make_picker("ai_aware").pick(interactive, idle, 0.0)
     assert "work-conserving" not in pick.reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    loads=candidate_sets(),
+    request=requests,
+    p99_s=st.floats(0.01, 100.0),
+    long=st.integers(0, 20_000),
+    history=st.lists(st.tuples(st.integers(0, 12), st.floats(0, 120.0)), max_size=6),
+)
+def test_a_balanced_pick_completes_even_a_long_answer_within_the_p99_on_a_less_used_endpoint(
+    loads: tuple[EndpointLoad, ...],
+    request: Request,
+    p99_s: float,
+    long: int,
+    history: list[tuple[int, float]],
+) -> None:
+    """Whatever the loads, the tail and the work sent before: a pick the balancing rule made
+    is eligible, was less used than the earliest-completion endpoint, and is expected to
+    complete the request within the tail with the estimator's long answer."""
+    from trafficmgr.routing.picker import TAIL_MIN_SAMPLES
+
+    picker = AiAwarePicker(seed=0)
+    for _ in range(TAIL_MIN_SAMPLES):
+        picker.observe(request.model, long, input_tokens=request.input_tokens, latency_s=p99_s)
+    serving = [c for c in loads if serves(c, request.model)]
+    for index, at in history:  # some work sent earlier, to some of them
+        if serving:
+            other = Request(request.model, request.client, 1000, 0)
+            picker.pick(other, tuple(serving[index % len(serving) :]), at)
+    interactive = Request(
+        request.model,
+        request.client,
+        request.input_tokens,
+        request.max_output_tokens,
+        Priority.INTERACTIVE,
+        request.prefix_hashes,
+    )
+    pick = picker.pick(interactive, loads, 130.0)
+    _check(picker, interactive, loads, picks=1)
+    if pick.endpoint is None or "balanced" not in pick.reason:
+        return
+    budget = picker.tail.quantile_s(0.99)
+    assert f"P99 ({budget * 1000:.0f} ms)" in pick.reason
+    assert pick.expected_latency_s <= budget + 1e-9  # expected answer <= the long one

@@ -224,7 +224,7 @@ class AiAwarePicker(Strategy):
         if len(ranked) > 1:
             if self.tail.count >= TAIL_MIN_SAMPLES and not ranked[0][2]:
                 budget = self.tail.quantile_s(TAIL_Q)
-                chosen = self._balance(request, snap, ranked, budget)
+                chosen = self._balance(request, snap, ranked, budget, exp)
             if chosen is ranked[0]:
                 chosen, budget = self._conserve(snap, ranked), 0.0
         cost, i, cached, _ = chosen
@@ -318,7 +318,7 @@ class AiAwarePicker(Strategy):
         return out
 
     def _balance(
-        self, request: Request, snap: _Snapshot, ranked: list[Scored], budget: float
+        self, request: Request, snap: _Snapshot, ranked: list[Scored], budget: float, exp: float
     ) -> Scored:
         """Return the least used endpoint completing the request, long answer and all, within
         ``budget``: the best one when no less used endpoint does."""
@@ -336,6 +336,7 @@ class AiAwarePicker(Strategy):
                 long = self.estimator.tail(request.model, size, request.prefix_hashes)
                 if request.max_output_tokens > 0:
                     long = min(long, float(request.max_output_tokens))
+                long = max(long, exp)  # never shorter than the answer it is expected to get
             t = terms[i] or snap.term(i)
             worst = (
                 t.wait_s
