@@ -3,7 +3,7 @@
 A gateway that asked ``/route`` where to send a request later sees the response: how many
 tokens the model generated and how long the request took. Reported here, in batches, those
 completions teach the region's ``ai_aware`` pickers the output length per prompt prefix and
-per prompt size and the region's latency tail (``picker.observe``), which the servers' own
+per prompt size and the service's latency tail (``picker.observe``), which the servers' own
 histograms in heartbeats cannot: they know neither the prompt nor the gateway's latency.
 
 Contract: a report is ``{"completions": [...]}`` with 1 to ``MAX_ITEMS`` items, each

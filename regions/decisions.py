@@ -24,7 +24,7 @@ region has any evidence (state ``unknown``, e.g. before the first tick) its endp
 as healthy by configuration, as the table does.
 
 Completions gateways report (``regions.completions``, ``POST /api/v1/route/completions``)
-teach the picker more: output length per prompt prefix and per prompt size, and the region's
+teach the picker more: output length per prompt prefix and per prompt size, and the service's
 latency tail. They reach one web process, so they are kept in the hot state as a bounded
 stream per region; each rebuild feeds the picker the entries of its region's stream this
 process has not fed yet (at most ``COMPLETIONS_PER_READ``, by stream id, so none twice; one
