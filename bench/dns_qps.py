@@ -1,11 +1,14 @@
 """Measure the GeoDNS server alone: queries per second, lost queries, latency p50/p99.
 
     .venv/bin/python bench/dns_qps.py [--duration 20] [--workers 1,2] [--latency-seconds 10]
+        [--swap-every 1 [--swap-moves 0.25] [--base-root DIR] [--rate QPS]]
 
 The same run as ``python -m bench.geodns`` (``bench/geodns/``: start on a free loopback port,
 check the geo answers with dig, one warm-up pass, dnsperf at full rate, then at half that
 rate with every answer timed), for this project's server only. The comparison with PowerDNS
-and gdnsd, with the ratio table, is ``python -m bench.geodns``.
+and gdnsd, with the ratio table, is ``python -m bench.geodns``. ``--swap-every`` swaps the
+routing table under the server while it is measured (see ``bench/geodns/swaps.py``);
+``--base-root`` runs the server of another tree alongside, for a before/after comparison.
 """
 
 from __future__ import annotations

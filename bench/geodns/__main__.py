@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.geodns [--duration 20] [--latency-seconds 10] [--rounds 1]
         [--workers 1,2] [--threads 1] [--servers trafficmgr,powerdns,gdnsd]
+        [--swap-every 1 [--swap-moves 0.25] [--base-root DIR] [--rate QPS]]
 
 From one fleet (``examples/fleet.yaml``) it compiles the answers every server must give (same
 zone, names, client zones and region addresses; ``plan``) and writes PowerDNS's and gdnsd's
@@ -16,6 +17,14 @@ half our single-process peak rate with every answer timed, for p50/p99 (medians 
 and the p99 range), noting how long the server waited for a core meanwhile. The same query file
 and concurrency for all: A and AAAA for every name, 85 % with an ECS option spread over the
 test database's networks and over prefixes it does not know (``queries``).
+
+With ``--swap-every S`` our server follows a table file that is rewritten with a new table
+version every S seconds while it is loaded and timed (``swaps``: the first swap as each run
+starts), which is what the control loop does to it in production; ``--swap-moves`` is the
+share of the table's lists that route differently in each version. ``--base-root DIR`` also
+runs our server from another tree (a copy taken before a change, say) as ``base``, in the same
+rounds and under the same swaps, for a before/after comparison; ``--rate`` fixes the latency
+runs' rate instead of half our first peak (so that both are timed at one rate).
 
 It prints a Markdown table with each server's rate as a ratio of PowerDNS's and gdnsd's in
 the same run, and whether our targets are met. It installs nothing: when a tool is missing
@@ -48,11 +57,13 @@ from bench.geodns.perf import (  # noqa: E402
     CLIENTS,
     IN_FLIGHT,
     PerfResult,
+    run_cpu_s,
     run_dnsperf,
     run_queue_wait_s,
 )
 from bench.geodns.plan import Plan, make_plan  # noqa: E402
 from bench.geodns.queries import QueryMix, make_queries, write_binary  # noqa: E402
+from bench.geodns.swaps import TableSwaps  # noqa: E402
 from bench.geodns.verify import verify  # noqa: E402
 
 FLEET = ROOT / "examples" / "fleet.yaml"
@@ -61,7 +72,13 @@ DATABASES = (
     ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb",
 )
 OURS = "trafficmgr"
-LABELS = {"trafficmgr": "trafficmgr", "powerdns": "PowerDNS geoip", "gdnsd": "gdnsd geoip"}
+LABELS = {
+    "trafficmgr": "trafficmgr",
+    "base": "trafficmgr (base tree)",
+    "powerdns": "PowerDNS geoip",
+    "gdnsd": "gdnsd geoip",
+}
+FOLLOWS_TABLE = ("trafficmgr", "base")
 TARGET_LATENCY_MS = 2.0
 
 Run = tuple[str, int]  # server, worker processes (ours only)
@@ -85,13 +102,23 @@ def main() -> int:
     )
     parser.add_argument("--fleet", type=Path, default=FLEET)
     parser.add_argument(
+        "--swap-every", type=float, default=0.0, help="seconds between table swaps (0: none)"
+    )
+    parser.add_argument(
+        "--swap-moves", type=float, default=0.0, help="share of lists each swap changes"
+    )
+    parser.add_argument("--base-root", type=Path, help="also run our server from this tree")
+    parser.add_argument("--rate", type=float, default=0.0, help="latency runs' qps (0: half)")
+    parser.add_argument(
         "--geoip-db", type=Path, default=next((d for d in DATABASES if d.exists()), None)
     )
     args = parser.parse_args()
     names = [s.strip() for s in args.servers.split(",") if s.strip()]
+    if args.base_root is not None and "base" not in names:
+        names.insert(names.index(OURS) + 1 if OURS in names else 0, "base")
     if unknown := [n for n in names if n not in LABELS]:
         parser.error(f"unknown servers: {', '.join(unknown)}")
-    missing = servers.missing_packages(names)
+    missing = servers.missing_packages([n for n in names if n != "base"])
     if missing:
         print(f"missing: apt-get install {' '.join(sorted(set(missing)))}", file=sys.stderr)
         return 2
@@ -106,8 +133,9 @@ def main() -> int:
     )
     queries, ecs = make_queries(mix, args.geoip_db)
     counts = [int(w) for w in args.workers.split(",") if w.strip()]
-    runs: list[Run] = [(OURS, w) for w in counts if OURS in names]  # ours first: sets the rate
-    runs += [(n, 1) for n in names if n != OURS]
+    ours = [n for n in names if n in FOLLOWS_TABLE]
+    runs: list[Run] = [(n, w) for w in counts for n in ours]  # ours first: sets the rate
+    runs += [(n, 1) for n in names if n not in FOLLOWS_TABLE]
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-dns-") as tmp:
         workdir = Path(tmp)
@@ -115,7 +143,7 @@ def main() -> int:
         write_binary(queries, data)
         sessions: dict[Run, list[Session]] = {run: [] for run in runs}
         failures = 0
-        rate = 0.0
+        rate = args.rate
         for round_ in range(args.rounds):
             for run in runs:
                 session = _session(args, plan, workdir, data, run, rate, round_ == 0)
@@ -137,6 +165,7 @@ class Session:
     wrong: int
     waited: float = 0.0  # ms per second the server was runnable but off-core, latency run
     load: float = 0.0  # load average when the latency run ended
+    cpu_us: float = float("nan")  # the server's CPU µs per answered query, latency run
 
 
 def _session(
@@ -151,33 +180,54 @@ def _session(
     """Start a server, check its answers (first round), warm it, measure it, stop it."""
     name, workers = run
     label = _label(name, workers)
+    follows = name in FOLLOWS_TABLE and args.swap_every > 0
+    table = workdir / f"table-{name}.json"
+    swaps = TableSwaps(plan, table, args.swap_every if follows else 0.0, args.swap_moves)
+    if follows:
+        swaps.initial()
     running = servers.start(
-        name, plan, workdir, args.geoip_db, args.fleet, ROOT, workers, args.threads
+        name,
+        plan,
+        workdir,
+        args.geoip_db,
+        args.fleet,
+        ROOT,
+        workers,
+        args.threads,
+        table_file=table if follows else None,
+        code=args.base_root,
     )
     try:
         wrong = _report_checks(label, plan, running.port, args.geoip_db) if check else 0
         cold = run_dnsperf(running.port, data, 0, passes=1)  # every query new to the server
-        peak = run_dnsperf(running.port, data, args.duration)
+        with swaps:
+            peak = run_dnsperf(running.port, data, args.duration)
         rate = rate or peak.qps / 2  # the first server sets the latency runs' rate
         half = None
         waited = 0.0
+        cpu_us = float("nan")
         if args.latency_seconds > 0:
-            before = run_queue_wait_s(running.process.pid)
-            half = run_dnsperf(running.port, data, args.latency_seconds, rate, latencies=True)
-            waited = (run_queue_wait_s(running.process.pid) - before) / half_seconds(half, args)
+            pid = running.process.pid
+            before, cpu = run_queue_wait_s(pid), run_cpu_s(pid)
+            with swaps:
+                half = run_dnsperf(running.port, data, args.latency_seconds, rate, latencies=True)
+            waited = (run_queue_wait_s(pid) - before) / half_seconds(half, args)
+            cpu_us = (run_cpu_s(pid) - cpu) / max(1, half.completed) * 1e6
     finally:
         running.stop()
     load = os.getloadavg()[0]
     print(
         f"  {label}: first pass {cold.qps:,.0f} qps; warm {peak.qps:,.0f} qps, lost {peak.lost}"
+        + (f", {swaps.swaps} table swaps" if follows else "")
         + (
             f"; at {rate:,.0f} qps p50/p99 {half.p50_ms:.2f}/{half.p99_ms:.2f} ms, "
-            f"lost {half.lost}, off-core {waited * 1000:.0f} ms/s, load {load:.1f}"
+            f"lost {half.lost}, off-core {waited * 1000:.0f} ms/s, CPU {cpu_us:.2f} µs/query, "
+            f"load {load:.1f}"
             if half
             else ""
         )
     )
-    return Session(cold, peak, half, wrong, waited * 1000, load)
+    return Session(cold, peak, half, wrong, waited * 1000, load, cpu_us)
 
 
 def half_seconds(half: PerfResult, args: argparse.Namespace) -> float:
@@ -229,10 +279,17 @@ def _print_table(
         f"pass, {IN_FLIGHT} queries in flight from {CLIENTS} ports, {count} queries "
         f"(A/AAAA, {ecs:.0%} with ECS), {os.cpu_count()} cores shared with dnsperf, load "
         f"average before {load[0]:.1f}, {args.threads} UDP thread(s) per competitor"
+        + (
+            f"; our server's table swapped every {args.swap_every:g} s from the start of each "
+            f"timed run, {args.swap_moves:.0%} of its lists changed per swap"
+            if args.swap_every > 0
+            else ""
+        )
     )
     print(
         f"qps: median of the rounds; × PowerDNS, × gdnsd: median of the rounds' ratios (range); "
-        f"latency: each server at {rate:,.0f} qps (half our single-process peak) for "
+        f"latency: each server at {rate:,.0f} qps "
+        f"({'--rate' if args.rate else 'half our single-process peak'}) for "
         f"{args.latency_seconds:g} s every round, every answer timed: medians of the rounds, "
         f"p99 range; off-core: ms per second the server was runnable but waiting for a core"
     )
@@ -252,6 +309,16 @@ def _print_table(
             f"| {_ratio_text(_ratios(sessions, run, gdnsd))} |"
         )
     ours = (OURS, 1)
+    base = ("base", 1)
+    if ours in sessions and base in sessions:
+        mine, theirs = sessions[ours], sessions[base]
+        print()
+        print(
+            f"trafficmgr × base tree, qps: {_ratio_text(_ratios(sessions, ours, base))}"
+            f"; at {rate:,.0f} qps, p99 {_median_p99(mine):.2f} ms against "
+            f"{_median_p99(theirs):.2f} ms, server CPU {_median_cpu(mine):.2f} µs/query "
+            f"against {_median_cpu(theirs):.2f}"
+        )
     if ours in sessions and pdns in sessions and gdnsd in sessions:
         found = sessions[ours]
         p99 = _median_p99(found)
@@ -270,6 +337,11 @@ def _print_table(
                 f"gdnsd's p99 at the same rate was {rival:.2f} ms: the machine (dnsperf and "
                 "other work on the same cores) is the limit in this run, not the server"
             )
+
+
+def _median_cpu(found: list[Session]) -> float:
+    cpu = [s.cpu_us for s in found if s.half]
+    return statistics.median(cpu) if cpu else float("nan")
 
 
 def _median_p99(found: list[Session]) -> float:

@@ -74,6 +74,15 @@ def run_queue_wait_s(pid: int) -> float:
     tail is the machine's (dnsperf and other work on the same cores) from one whose tail is
     the server's own.
     """
+    return _schedstat(pid, 1)
+
+
+def run_cpu_s(pid: int) -> float:
+    """Return the seconds of CPU a process and its children have used (``schedstat``, first)."""
+    return _schedstat(pid, 0)
+
+
+def _schedstat(pid: int, field: int) -> float:
     total = 0
     pids = [pid]
     for task in _tasks(pid):
@@ -82,7 +91,7 @@ def run_queue_wait_s(pid: int) -> float:
     for one in pids:
         for task in _tasks(one):
             with contextlib.suppress(OSError, IndexError, ValueError):
-                total += int(Path(f"{task}/schedstat").read_text().split()[1])
+                total += int(Path(f"{task}/schedstat").read_text().split()[field])
     return total / 1e9
 
 

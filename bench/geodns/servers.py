@@ -99,15 +99,23 @@ def start(
     root: Path,
     workers: int = 1,
     threads: int = 1,
+    table_file: Path | None = None,
+    code: Path | None = None,
 ) -> Running:
-    """Start one server (``trafficmgr``, ``powerdns`` or ``gdnsd``) on a free loopback port."""
+    """Start one server (``trafficmgr``, ``powerdns`` or ``gdnsd``) on a free loopback port.
+
+    Ours (``trafficmgr``, or ``base``: the same from the tree ``code``) follows ``table_file``
+    when one is given.
+    """
     port = free_port()
     home = workdir / name
     home.mkdir(parents=True, exist_ok=True)
-    if name == "trafficmgr":
+    if name in ("trafficmgr", "base"):
         args = [sys.executable, "-m", "trafficmgr.dns", "--fleet", str(fleet_file)]
         args += ["--listen", f"127.0.0.1:{port}", "--rrl-rate", "0", "--state-file", ""]
         args += ["--geoip-db", str(geoip_db), "--workers", str(workers), "--log-level", "WARNING"]
+        args += ["--table-file", str(table_file)] if table_file else []
+        root = code if name == "base" and code else root
     elif name == "powerdns":
         args = write_powerdns(plan, home, port, geoip_db, threads)
     elif name == "gdnsd":

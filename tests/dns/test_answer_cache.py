@@ -27,7 +27,9 @@ def test_cached_answers_echo_each_client_ecs(server: DnsServer) -> None:
     assert (b.address, b.srclen, b.scopelen) == ("81.2.69.0", 24, 24)
 
 
-def test_a_new_table_empties_the_cache(make_server: Callable[..., DnsServer]) -> None:
+def test_a_new_table_that_moves_the_answer_renders_it_again(
+    make_server: Callable[..., DnsServer],
+) -> None:
     server = make_server(table=everywhere([("eu-west", 1.0)], version="v1"))
     assert addresses(ask(server, query(NAME, "A"))) == {"192.0.2.10"}
     assert server.set_table(everywhere([("eu-central", 1.0)], version="v2"))

@@ -60,7 +60,7 @@ def test_the_cache_follows_the_table_version(make_server: Make) -> None:
     assert server.metrics["reply_cache_entries"] == 1  # v1's reply is gone
 
 
-def test_a_new_fleet_empties_the_cache(make_server: Make) -> None:
+def test_the_cache_follows_a_new_fleet(make_server: Make) -> None:
     server = make_server()
     wire = query(NAME, "A").to_wire()
     ask(server, wire)
@@ -176,12 +176,13 @@ def test_the_reply_cache_stays_bounded(make_server: Make) -> None:
 
 def test_a_full_cache_forgets_its_oldest_reply_first() -> None:
     cache = ReplyCache(limit=3)
+    basis = 7  # the id of the replies' basis
     for n in range(4):
-        cache.put(b"query %d" % n, None, b"reply %d" % n, 0)
-    cache.put(b"query 9", "192.0.2", b"by source", 0)  # the other table has its own bound
+        cache.put(b"query %d" % n, None, (b"reply %d" % n, 0, basis, 0))
+    cache.put(b"query 9", "192.0.2", (b"by source", 0, basis, 0))  # it has its own bound
     assert len(cache) == 4
     assert cache.get(b"query 0", "192.0.2.1") is None
-    assert cache.get(b"query 1", "192.0.2.1") == (b"reply 1", 0)
-    assert cache.get(b"query 9", "192.0.2.77") == (b"by source", 0)
-    cache.put(b"query 1", None, b"again", 0)  # a key already kept evicts nothing
-    assert cache.get(b"query 2", "192.0.2.1") == (b"reply 2", 0)
+    assert cache.get(b"query 1", "192.0.2.1") == (b"reply 1", 0, basis, 0)
+    assert cache.get(b"query 9", "192.0.2.77") == (b"by source", 0, basis, 0)
+    cache.put(b"query 1", None, (b"again", 0, basis, 0))  # a key already kept evicts nothing
+    assert cache.get(b"query 2", "192.0.2.1") == (b"reply 2", 0, basis, 0)

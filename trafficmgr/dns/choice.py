@@ -56,10 +56,16 @@ def choose_one(
     candidates: Sequence[WeightedRegion], cumulative: Sequence[float], bucket: int
 ) -> tuple[WeightedRegion, ...]:
     """Pick one region for ``bucket``: what ``choose`` does for one, by bisection."""
-    if not candidates or cumulative[-1] <= 0:
-        return ()
+    index = pick_index(cumulative, bucket)
+    return () if index < 0 else (candidates[index],)
+
+
+def pick_index(cumulative: Sequence[float], bucket: int) -> int:
+    """Return the index ``choose_one`` picks for ``bucket``; -1 for none."""
+    if not cumulative or cumulative[-1] <= 0:
+        return -1
     index = bisect_right(cumulative, (bucket + 0.5) / BUCKETS * cumulative[-1])
-    return (candidates[min(index, len(candidates) - 1)],)
+    return min(index, len(cumulative) - 1)
 
 
 def choose(

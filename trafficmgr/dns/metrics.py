@@ -43,6 +43,10 @@ EVENTS = (
     "rrl_slipped",
     "cache_hits",
     "cache_misses",
+    "cache_carried",  # a basis of cached replies found to hold under a new table: kept
+    "cache_changed",  # a basis found changed by a new table: its replies are rendered again
+    "cache_repicked",  # a reply of a changed basis whose region the new weights keep: kept
+    "cache_resets",  # a fleet whose zone answers differently emptied the caches
     "fallback_parses",
     "ecs",
     "udp_errors",  # a datagram could not be read or its reply not sent

@@ -10,10 +10,16 @@ ID in front: no parsing, no lookup, no rendering. The ECS scope, the pick among 
 regions (by client prefix) and truncation are those of the reply first rendered, which is
 what rendering it again would give.
 
-Entries belong to one generation (the table snapshot and zone they were rendered from); the
-first query after a table swap finds the generation changed and starts an empty cache, so
-the table version is part of every key without being spelled out. Each entry also names the
-counters its query moves (``Counters.signature``), which a hit counts with one increment.
+A table swap does not empty the cache: it starts a new generation (``advance``), and each
+entry names (by number) its ``Basis`` (``carry``), what it was rendered from besides its
+query and the zone, shared by every reply that stands or falls with it. A hit is served as it
+is when its basis was found true in the current generation; otherwise the basis is checked
+against the new table once (for all its replies); when it changed, a reply is kept only if
+its own region is the one the new weights pick for its prefix bucket (``carry.same_pick``),
+and rendered again otherwise, so no reply of an earlier table is sent once the new table
+answers differently. Only a zone whose answers differ (a fleet with other names, addresses or
+TTL) empties the cache (``reset``). Each entry also names the counters its query moves
+(``Counters.signature``), which a hit counts with one increment.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from typing import TypeVar
 
 _MAPPED = b"\x00" * 10 + b"\xff\xff"
 
-Entry = tuple[bytes, int]  # the reply after its ID, the counters' signature
+# The reply after its ID, the counters' signature, its basis's id, and the prefix bucket it
+# was picked by (``carry.same_pick``; 0 when it was not picked among several regions).
+Entry = tuple[bytes, int, int, int]
 K = TypeVar("K", bound=Hashable)
 
 
@@ -46,26 +54,33 @@ def source_bucket(source: str) -> str:
 
 
 class ReplyCache:
-    """Rendered replies of one generation, bounded; ``fixed`` for replies of any source."""
+    """Rendered replies, bounded; ``fixed`` for replies of any source."""
 
-    __slots__ = ("by_source", "fixed", "limit", "snapshot", "zone")
+    __slots__ = ("by_source", "fixed", "generation", "limit", "snapshot", "zone")
 
     def __init__(self, limit: int) -> None:
         self.limit = max(1, limit)
         self.snapshot: object = None
         self.zone: object = None
+        self.generation = 0
         self.fixed: OrderedDict[bytes, Entry] = OrderedDict()
         self.by_source: OrderedDict[tuple[bytes, str], Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.fixed) + len(self.by_source)
 
-    def reset(self, snapshot: object, zone: object) -> None:
+    def advance(self, snapshot: object, zone: object) -> int:
+        """Start the generation of ``snapshot`` and ``zone``, keeping the entries; return it."""
+        self.snapshot = snapshot
+        self.zone = zone
+        self.generation += 1
+        return self.generation
+
+    def reset(self, snapshot: object, zone: object) -> int:
         """Start the generation of ``snapshot`` and ``zone``, empty (a new dict: an atomic swap)."""
         self.fixed = OrderedDict()
         self.by_source = OrderedDict()
-        self.snapshot = snapshot
-        self.zone = zone
+        return self.advance(snapshot, zone)
 
     def get(self, key: bytes, source: str) -> Entry | None:
         """Return the entry of a query (its bytes after the ID) from ``source``, if any."""
@@ -74,12 +89,22 @@ class ReplyCache:
             entry = self.by_source.get((key, source_bucket(source)))
         return entry
 
-    def put(self, key: bytes, bucket: str | None, tail: bytes, signature: int) -> None:
-        """Keep a reply (minus its ID); ``bucket`` is the source prefix it depends on, if any."""
+    def put(self, key: bytes, bucket: str | None, entry: Entry) -> None:
+        """Keep a reply (minus its ID); ``bucket`` is the source prefix it depends on, if any.
+
+        A stale entry of the same query is replaced in place (no eviction).
+        """
         if bucket is None:
-            _bounded_put(self.fixed, key, (tail, signature), self.limit)
+            _bounded_put(self.fixed, key, entry, self.limit)
         else:
-            _bounded_put(self.by_source, (key, bucket), (tail, signature), self.limit)
+            _bounded_put(self.by_source, (key, bucket), entry, self.limit)
+
+    def replace(self, key: bytes, source: str, entry: Entry) -> None:
+        """Replace the entry ``get`` found for a query from ``source`` (keeping its place)."""
+        if key in self.fixed:
+            self.fixed[key] = entry
+        else:
+            self.by_source[(key, source_bucket(source))] = entry
 
 
 def _bounded_put(table: OrderedDict[K, Entry], key: K, entry: Entry, limit: int) -> None:

@@ -9,8 +9,14 @@ the candidate regions for (name, type, client country, continent), which is all 
 table looks at, are cached; the pick among them is computed from the client's prefix bucket
 (a CRC and a bisection); the rendered sections are cached by the regions picked (and, for
 TXT, the client's place). So a few thousand client prefixes share a handful of rendered
-answers. All caches are emptied when the table or the fleet is replaced, which makes the
-table version part of every key without spelling it out.
+answers.
+
+A new table does not empty the caches (``carry``). Client locations never depended on it.
+Rendered A/AAAA sections depend on the regions picked and the zone only, so they are kept
+across tables; what names the table (TXT) or its SOA serial is kept per table; candidates
+are found again per table. Cached replies are checked against the new table by their basis
+when next asked for, and only those it changes are rendered again. A fleet whose zone
+answers alike (same names, addresses, TTL) counts as a table swap; another empties them all.
 
 The query ID, its question (with the client's letter case), the ECS option with its scope
 and the EDNS buffer size are applied per query when the header and OPT record are written
@@ -34,11 +40,12 @@ from typing import Protocol
 
 import dns.rdatatype
 
+from trafficmgr.dns.carry import Basis, Route, SerialBasis, picks_of, same_pick
 from trafficmgr.dns.choice import mask_prefix, prefix_bucket
 from trafficmgr.dns.config import MIN_UDP_PAYLOAD, ServerConfig
 from trafficmgr.dns.metrics import QTYPE_NAMES, Counters
 from trafficmgr.dns.ratelimit import ALLOW, DROP, RateLimiter
-from trafficmgr.dns.replies import ReplyCache, source_bucket
+from trafficmgr.dns.replies import Entry, ReplyCache, source_bucket
 from trafficmgr.dns.routed import Candidates, RoutedAnswers
 from trafficmgr.dns.tables import Snapshot, TableStore
 from trafficmgr.dns.wire import (
@@ -109,6 +116,8 @@ class Outcome:
     qtype: str | None = None
     cacheable: bool = False  # an ordinary answer: the same query bytes get the same reply
     uses_source: bool = False  # located by the source address (no ECS): keyed by its prefix
+    basis: Basis | None = None  # what the reply rests on besides the query and zone (``carry``)
+    bucket: int = 0  # the client prefix bucket a region was picked by, if among several
 
 
 class Responder:
@@ -132,16 +141,25 @@ class Responder:
         self.routed = RoutedAnswers(config.answers)
         self.replies = ReplyCache(config.cache_size)
         self._hits = counters.hits
+        # Rendered sections: by zone (A/AAAA naming regions), and by table (the rest).
         self._cache: OrderedDict[tuple[object, ...], Rendered] = OrderedDict()
-        self._candidates: dict[tuple[object, ...], Candidates] = {}
-        self._cache_for: tuple[Snapshot, ZoneData] | None = None
+        self._by_table: OrderedDict[tuple[object, ...], Rendered] = OrderedDict()
+        self._candidates: dict[tuple[object, ...], tuple[Candidates, Route]] = {}
         self._where: dict[bytes, tuple[ClientLocation, int]] = {}
         self._max_udp = max(MIN_UDP_PAYLOAD, config.max_udp_payload)
+        self._snapshot = store.snapshot  # the table served: the reply cache's generation
+        self._zone_basis = Basis(0)
+        self._serial_basis = SerialBasis(0, -1)
+        self._table_basis = Basis(0)
+        # The bases replies name, by id (oldest used first out), and those true right now.
+        self._bases: OrderedDict[int, Basis] = OrderedDict()
+        self._bases_limit = 2 * max(1, config.cache_size)
+        self._valid: set[int] = set()
 
     @property
     def cache_entries(self) -> int:
         """Return how many rendered answers are cached."""
-        return len(self._cache)
+        return len(self._cache) + len(self._by_table)
 
     def handle(self, wire: bytes, source: str, tcp: bool = False) -> bytes | None:
         """Answer one message from ``source`` (an IP address); None means send nothing."""
@@ -157,12 +175,13 @@ class Responder:
         verdict = limiter.check(source) if limiter.rate > 0 else ALLOW
         if verdict == ALLOW:
             replies = self.replies
-            snapshot = self.store.snapshot
-            if replies.snapshot is not snapshot or replies.zone is not self.zone:
-                replies.reset(snapshot, self.zone)
+            if replies.snapshot is not self.store.snapshot or replies.zone is not self.zone:
+                self._follow()
             entry = replies.fixed.get(wire[2:])
             if entry is None and replies.by_source:
                 entry = replies.get(wire[2:], source)
+            if entry is not None and entry[2] not in self._valid:
+                entry = self._recheck(wire[2:], source, entry)
             if entry is not None:
                 self._hits[entry[1]] += 1
                 return wire[:2] + entry[0]
@@ -177,9 +196,93 @@ class Responder:
         marks = [m for m in outcome.marks if m not in _NOT_ON_A_HIT]
         marks.append("cache_hits")
         signature = self.counters.signature(marks, outcome.rcode, outcome.qtype)
-        if signature is not None:
+        if signature is not None and outcome.basis is not None:
             bucket = source_bucket(source) if outcome.uses_source else None
-            self.replies.put(wire[2:], bucket, reply[2:], signature)
+            self._register(outcome.basis)
+            entry = (reply[2:], signature, outcome.basis.id, outcome.bucket)
+            self.replies.put(wire[2:], bucket, entry)
+
+    def _register(self, basis: Basis) -> None:
+        """Let replies name ``basis`` by its id; forget the least recently true past the bound."""
+        bases = self._bases
+        if basis.id in bases:
+            return
+        if len(bases) >= self._bases_limit:
+            bases.popitem(last=False)  # its replies are rendered again when next asked for
+        bases[basis.id] = basis
+        if basis.valid_in == self.replies.generation:
+            self._valid.add(basis.id)
+
+    # --- following the table -------------------------------------------------------------
+
+    def _follow(self) -> None:
+        """Serve the store's table and the current zone, keeping what they do not change."""
+        snapshot, zone, replies = self.store.snapshot, self.zone, self.replies
+        served = replies.zone
+        if served is zone or (isinstance(served, ZoneData) and served.answers == zone.answers):
+            generation = replies.advance(snapshot, zone)
+        else:
+            generation = replies.reset(snapshot, zone)
+            self._cache.clear()
+            if served is not None:
+                self.counters.add("cache_resets")
+        self._snapshot = snapshot
+        self._by_table.clear()
+        self._candidates.clear()
+        self._valid = set()
+        self._zone_basis.renew(generation)
+        self._mark_true(self._zone_basis)
+        if self._serial_basis.serial == snapshot.serial:
+            self._serial_basis.renew(generation)
+            self._mark_true(self._serial_basis)
+        else:
+            self._serial_basis = SerialBasis(generation, snapshot.serial)
+        self._table_basis = Basis(generation)
+
+    def _mark_true(self, basis: Basis) -> None:
+        """Serve the replies of ``basis`` as they are in this generation."""
+        if basis.id in self._bases:
+            self._bases.move_to_end(basis.id)
+            self._valid.add(basis.id)
+
+    def _recheck(self, key: bytes, source: str, entry: Entry) -> Entry | None:
+        """Return a reply kept under an earlier table if the current one gives it too."""
+        basis = self._bases.get(entry[2])
+        if basis is None:
+            return None  # forgotten (``_register``): render it again
+        if self._still_true(basis):
+            return entry
+        if type(basis) is not Route or self.routed.answers != 1:
+            return None
+        _, route = self._candidates_of(basis.where, basis.model, basis.location, self._snapshot)
+        if not same_pick(basis, route, entry[3]):
+            return None
+        self._register(route)
+        entry = (entry[0], entry[1], route.id, entry[3])  # the same bytes, on the new route
+        self.replies.replace(key, source, entry)
+        self.counters.add("cache_repicked")
+        return entry
+
+    def _still_true(self, basis: Basis) -> bool:
+        """Check, once per generation, whether the replies resting on ``basis`` still hold."""
+        generation = self.replies.generation
+        if basis.checked_in == generation:
+            return False  # checked, and found changed: its replies are being rendered again
+        basis.checked_in = generation
+        if type(basis) is Route:
+            snapshot = self._snapshot
+            if basis.serial is None or basis.serial == snapshot.serial:
+                loc = basis.location
+                candidates, route = self._candidates_of(basis.where, basis.model, loc, snapshot)
+                if route.picks == basis.picks:
+                    basis.valid_in = generation
+                    self._mark_true(basis)
+                    if basis.serial is None:  # new replies of this place share it
+                        self._candidates[basis.where] = (candidates, basis)
+                    self.counters.add("cache_carried")
+                    return True
+        self.counters.add("cache_changed")
+        return False
 
     def _respond(self, wire: bytes, source: str, tcp: bool, verdict: int) -> Outcome:
         """Answer a message the slow way (parse, look up, render), after the rate limiter."""
@@ -221,26 +324,22 @@ class Responder:
 
     def _answer(self, query: Query, source: str, outcome: Outcome) -> tuple[Rendered, int]:
         """Return the rendered answer and the ECS scope it holds for."""
-        snapshot, zone = self.store.snapshot, self.zone
-        if (
-            self._cache_for is None
-            or self._cache_for[0] is not snapshot
-            or (self._cache_for[1] is not zone)
-        ):
-            self._cache.clear()
-            self._candidates.clear()
-            self._cache_for = (snapshot, zone)
+        replies = self.replies
+        if replies.snapshot is not self.store.snapshot or replies.zone is not self.zone:
+            self._follow()
+        snapshot, zone = self._snapshot, self.zone
+        outcome.basis = self._zone_basis
         if query.qclass != CLASS_IN or query.qtype in ZONE_TRANSFERS:
             return REFUSED_ANSWER, 0
         found = zone.classify(query.qname)
         if found is None:
             if not zone.contains(query.qname):
                 return REFUSED_ANSWER, 0  # not our zone, and we never recurse
-            return self._static(query, snapshot, zone, None, outcome.marks), 0
+            return self._static(query, snapshot, zone, None, outcome), 0
         kind, model = found
         if kind is NameKind.ROUTED and query.qtype in ROUTED_TYPES:
             return self._routed(query, source, snapshot, zone, model, outcome)
-        return self._static(query, snapshot, zone, kind, outcome.marks), 0
+        return self._static(query, snapshot, zone, kind, outcome), 0
 
     def _static(
         self,
@@ -248,18 +347,24 @@ class Responder:
         snapshot: Snapshot,
         zone: ZoneData,
         kind: NameKind | None,
-        marks: list[str],
+        outcome: Outcome,
     ) -> Rendered:
         """Answer what does not depend on the client: apex, nameserver, negative answers."""
+        qtype = query.qtype
+        glue = kind is NameKind.NAMESERVER and qtype in (A, AAAA) and bool(zone.glue.of(qtype))
+        by_zone = glue or (
+            kind is not None and (qtype == ANY or (kind is NameKind.APEX and qtype == NS))
+        )
+        outcome.basis = self._zone_basis if by_zone else self._serial_basis
         key = (query.qname, query.qtype)
-        rendered = self._cache.get(key)
+        rendered = self._by_table.get(key)
+        marks = outcome.marks
         if rendered is not None:
             marks.append("cache_hits")
             return rendered
         marks.append("cache_misses")
         question = query.qname + struct.pack("!HH", query.qtype, query.qclass)
         name = qname_of(question)
-        qtype = query.qtype
         if kind is None:
             rendered = render(question, NXDOMAIN, authority=[zone.negative_soa(snapshot.serial)])
         elif qtype == ANY:
@@ -268,12 +373,12 @@ class Responder:
             rendered = render(question, NOERROR, [zone.soa(snapshot.serial)])
         elif kind is NameKind.APEX and qtype == NS:
             rendered = render(question, NOERROR, [zone.ns()], additional=zone.glue_rrsets())
-        elif kind is NameKind.NAMESERVER and qtype in (A, AAAA) and zone.glue.of(qtype):
-            glue = [r for r in zone.glue_rrsets() if r.rdtype == qtype]
-            rendered = render(question, NOERROR, glue)
+        elif glue:
+            rrsets = [r for r in zone.glue_rrsets() if r.rdtype == qtype]
+            rendered = render(question, NOERROR, rrsets)
         else:
             rendered = render(question, NOERROR, authority=[zone.negative_soa(snapshot.serial)])
-        self._store(key, rendered)
+        self._store(self._by_table, key, rendered)
         return rendered
 
     def _routed(
@@ -289,37 +394,66 @@ class Responder:
         location, geo_scope, hash_len, prefix = self._locate(query, source, outcome)
         country, continent = location.country, location.continent
         where = (query.qname, query.qtype, country, continent)
-        candidates = self._candidates.get(where)
-        if candidates is None:
-            candidates = self.routed.candidates(
-                query.qtype, model, location, snapshot, self.store.static, zone
-            )
-            if len(self._candidates) >= self.config.cache_size:
-                self._candidates.clear()
-            self._candidates[where] = candidates
+        candidates, route = self._candidates_of(where, model, location, snapshot)
         multi = len(candidates.regions) > 1
-        chosen = self.routed.choose(candidates, prefix_bucket(prefix, zone.seed) if multi else 0)
+        outcome.bucket = prefix_bucket(prefix, zone.seed) if multi else 0
+        chosen = self.routed.choose(candidates, outcome.bucket)
         names = tuple(w.region for w in chosen)
-        # A and AAAA depend on the chosen regions only; TXT also names the client's place.
+        # A and AAAA naming regions depend on those regions and the zone only: kept across
+        # tables. TXT names the table and the client's place; NODATA shows the SOA serial.
         key = (query.qname, query.qtype, names, multi) + (
             (country, continent) if query.qtype == TXT else ()
         )
-        rendered = self._cache.get(key)
+        if query.qtype == TXT:
+            cache, outcome.basis = self._by_table, self._table_basis
+        elif names:
+            cache, outcome.basis = self._cache, route
+        else:
+            cache = self._by_table
+            outcome.basis = Route(
+                route.valid_in, where, model, location, route.picks, snapshot.serial
+            )
+        rendered = cache.get(key)
         if rendered is None:
             outcome.marks.append("cache_misses")
             question = query.qname + struct.pack("!HH", query.qtype, query.qclass)
             rendered = self.routed.render(
                 question, query.qtype, model, location, candidates, chosen, snapshot, zone
             )
-            self._store(key, rendered)
+            self._store(cache, key, rendered)
         else:
             outcome.marks.append("cache_hits")
         return rendered, (hash_len if multi else min(geo_scope, hash_len))
 
-    def _store(self, key: tuple[object, ...], rendered: Rendered) -> None:
-        if len(self._cache) >= self.config.cache_size:
-            self._cache.popitem(last=False)  # oldest first, in constant time (see ``replies``)
-        self._cache[key] = rendered
+    def _candidates_of(
+        self,
+        where: tuple[bytes, int, str | None, str | None],
+        model: str | None,
+        location: ClientLocation,
+        snapshot: Snapshot,
+    ) -> tuple[Candidates, Route]:
+        """Return a client place's candidates under ``snapshot`` and the basis of its replies."""
+        found = self._candidates.get(where)
+        if found is None:
+            candidates = self.routed.candidates(
+                where[1], model, location, snapshot, self.store.static, self.zone
+            )
+            picks = picks_of(candidates.regions)
+            found = candidates, Route(self.replies.generation, where, model, location, picks)
+            if len(self._candidates) >= self.config.cache_size:
+                self._candidates.clear()
+            self._candidates[where] = found
+        return found
+
+    def _store(
+        self,
+        cache: OrderedDict[tuple[object, ...], Rendered],
+        key: tuple[object, ...],
+        rendered: Rendered,
+    ) -> None:
+        if len(cache) >= self.config.cache_size:
+            cache.popitem(last=False)  # oldest first, in constant time (see ``replies``)
+        cache[key] = rendered
 
     def _locate(
         self, query: Query, source: str, outcome: Outcome

@@ -118,6 +118,16 @@ class ZoneData:
         self.names[self._wire(API_LABEL)] = (NameKind.ROUTED, None)
         self.names.setdefault(wire_name(self.nameserver).lower(), (NameKind.NAMESERVER, None))
         self.names[self.apex] = (NameKind.APEX, None)
+        # Everything a reply takes from the zone: two zones equal in this answer alike, so a
+        # new fleet that leaves it alone keeps the cached replies (``responder``).
+        self.answers = (
+            self.origin.to_text(),  # with its letter case, which the records keep
+            self.nameserver.to_text(),
+            self.ttl,
+            self.glue,
+            tuple(sorted(self.addresses.items())),
+            self.models,
+        )
 
     def _wire(self, label: str) -> bytes:
         return wire_name(dns.name.Name((label.encode(), *self.origin.labels))).lower()
