@@ -1,7 +1,7 @@
 """Dashboard push latency to 50 concurrent WebSocket clients, and the page's first render.
 
 Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seconds 10]
-                                            [--in-process-only]
+                                            [--in-process-only | --deployed]
 
 1. In process, through the real ASGI app (channels' WebsocketCommunicator, in-memory layer):
    time from ``group_send`` of a ``table.update`` to each client's receipt of it.
@@ -12,6 +12,21 @@ Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seco
    work) to each client's receipt; also the snapshot time on connect.
 3. First render of the page in headless Chromium (when playwright and chromium exist): from
    navigation start to every region drawn on the map with the first snapshot.
+
+``--deployed`` replaces all three with the deployed configuration: docker-compose.yml's
+services as local processes (tests/e2e/cluster.py, as the e2e tests start them): PostgreSQL
+(``--database-url``, default DATABASE_URL, else postgres://postgres@127.0.0.1:5432/trafficmgr_dev;
+the run uses a database of its own on that server, dropped at the end), a private redis-server,
+``migrate``, ``apply_fleet`` of the demo fleet, the web service's own command (uvicorn, 2
+workers), celery worker and beat (the control loop ticks in the worker), the DNS server and
+compose's ``simulate_agents``. ``--clients`` viewers' sockets are spread over both uvicorn
+workers (each socket's worker read from /proc); for each of ``--rounds`` ``table.update``
+messages the loop publishes, time from the table's ``generated_at`` to each client's receipt,
+per worker too (waiting at most ``--seconds`` or 5 s per update, whichever is longer; the
+demo fleet's table changes on nearly every 1 s tick); the snapshot time on connect; then the
+page's first render as in 3. Every
+process started runs in a group of its own, and every group is stopped at the end, on Ctrl-C,
+SIGTERM or an error alike.
 """
 
 from __future__ import annotations
@@ -19,10 +34,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import http.cookiejar
 import json
 import os
 import re
+import signal
 import statistics
 import struct
 import sys
@@ -30,21 +47,23 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+DEPLOYED_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/trafficmgr_dev"
 
 
 def summary(name: str, samples_ms: list[float]) -> str:
     if not samples_ms:
         return f"{name:<46} no samples"
     xs = sorted(samples_ms)
-    p99 = xs[min(len(xs) - 1, int(0.99 * len(xs)))]
+    p95, p99 = (xs[min(len(xs) - 1, int(q * len(xs)))] for q in (0.95, 0.99))
     return (
         f"{name:<46} n={len(xs):<5} p50={statistics.median(xs):8.2f} ms  "
-        f"p99={p99:8.2f} ms  max={xs[-1]:8.2f} ms"
+        f"p95={p95:8.2f} ms  p99={p99:8.2f} ms  max={xs[-1]:8.2f} ms"
     )
 
 
@@ -194,14 +213,34 @@ class RawSocket:
             data = await self.reader.readexactly(size)
             if mask:
                 data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-            if b0 & 0x0F == 0x8:
+            opcode = b0 & 0x0F
+            if opcode == 0x8:
                 raise ConnectionError("closed by the server")
+            if opcode == 0x9:  # unanswered pings make uvicorn close the socket after ~40 s
+                self.send_control(0xA, data)
+                continue
+            if opcode == 0xA:
+                continue
             parts.append(data)
             if b0 & 0x80:
                 return b"".join(parts).decode()
 
+    def send_control(self, opcode: int, payload: bytes = b"") -> None:
+        """Send a control frame, masked as a client's must be (payloads are ≤ 125 bytes)."""
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
+
     def close(self) -> None:
+        """Send a close frame and hang up."""
+        if not self.writer.is_closing():
+            self.send_control(0x8)
         self.writer.close()
+
+    @property
+    def port(self) -> int:
+        """The client end's port."""
+        return int(self.writer.get_extra_info("sockname")[1])
 
 
 async def real_server(
@@ -250,6 +289,191 @@ def iso_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+# --- the deployed topology ----------------------------------------------------------------
+
+
+class Viewers:
+    """Dashboard sockets on the web workers; each socket read from the moment it opens (so
+    nothing waits in its buffer), its ``table.update`` receipts kept once measuring starts."""
+
+    def __init__(self, url: str, cookie: str, workers: list[int]) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.host, self.port, self.cookie, self.workers = host, int(port), cookie, workers
+        self.open: dict[RawSocket, tuple[int, asyncio.Task[None]]] = {}  # → worker, reader
+        self.connect_ms: list[float] = []
+        self.since: float | None = None  # measuring tables generated from then on
+        # (version, generated_at) → (worker, ms): a version recurs when weights move back
+        self.receipts: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        self.changed = asyncio.Event()
+        self.lost: list[str] = []  # sockets that ended while open
+
+    async def add(self) -> int:
+        """Open one dashboard; return the worker serving it."""
+        from tests.e2e.observe import socket_owners
+
+        started = time.perf_counter()
+        sock = await RawSocket.open(self.host, self.port, "/ws/dashboard/", self.cookie)
+        first = json.loads(await sock.message())
+        assert first["type"] == "snapshot", first["type"]
+        self.connect_ms.append((time.perf_counter() - started) * 1000)
+        worker = socket_owners(self.workers, self.port).get(sock.port, 0)
+        self.open[sock] = (worker, asyncio.ensure_future(self.listen(sock, worker)))
+        return worker
+
+    def drop(self, worker: int) -> None:
+        sock = next(s for s, (w, _) in self.open.items() if w == worker)
+        self.open.pop(sock)[1].cancel()
+        sock.close()
+
+    def per_worker(self) -> Counter[int]:
+        return Counter(w for w, _ in self.open.values())
+
+    async def listen(self, sock: RawSocket, worker: int) -> None:
+        try:
+            await self.read(sock, worker)
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            self.lost.append(f"{sock.port} on {worker}: {exc!r}")
+
+    async def read(self, sock: RawSocket, worker: int) -> None:
+        while True:
+            text = await sock.message()
+            at = time.time()
+            if self.since is None or not text.startswith('{"type": "table.update"'):
+                continue
+            doc = json.loads(text)
+            generated = iso_seconds(doc["table"]["generated_at"])
+            if generated >= self.since:
+                ms = (at - generated) * 1000
+                key = (doc["version"], doc["table"]["generated_at"])
+                self.receipts.setdefault(key, []).append((worker, ms))
+                self.changed.set()
+
+    def complete(self) -> list[list[tuple[int, float]]]:
+        """The receipts of every update that reached every open dashboard."""
+        return [r for r in self.receipts.values() if len(r) == len(self.open)]
+
+    def partial(self) -> Counter[str]:
+        """How the updates that missed some dashboard reached the workers' dashboards."""
+        served = self.per_worker()
+        return Counter(
+            ", ".join(
+                f"{n}/{served[w]} on {w}" for w, n in sorted(Counter(x for x, _ in r).items())
+            )
+            for r in self.receipts.values()
+            if len(r) < len(self.open)
+        )
+
+    def close(self) -> None:
+        for sock, (_, task) in self.open.items():
+            task.cancel()
+            sock.close()
+
+
+async def spread_over_workers(viewers: Viewers, clients: int) -> None:
+    """Open ``clients`` dashboards, then trade sockets until each worker holds at least a
+    quarter of them (the kernel hands a connection to whichever worker accepts first)."""
+    for _ in range(clients):
+        await viewers.add()
+    least = clients // (2 * len(viewers.workers))
+    for _ in range(4 * clients):
+        count = viewers.per_worker()
+        short = [w for w in viewers.workers if count[w] < least]
+        if not short:
+            return
+        worker = await viewers.add()
+        busiest = max(viewers.workers, key=lambda w: count[w])
+        viewers.drop(busiest if worker in short else worker)
+    print(f"could not spread the dashboards: {dict(viewers.per_worker())}")
+
+
+async def deployed_clients(
+    url: str, cookie: str, workers: list[int], clients: int, updates: int, timeout_s: float
+) -> dict[str, list[float]]:
+    viewers = Viewers(url, cookie, workers)
+    try:
+        await spread_over_workers(viewers, clients)
+        print(f"dashboards per uvicorn worker: {dict(viewers.per_worker())}")
+        viewers.since = time.time()
+        deadline = time.monotonic() + timeout_s
+        while len(viewers.complete()) < updates and time.monotonic() < deadline:
+            viewers.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(viewers.changed.wait(), deadline - time.monotonic())
+        measured_s = time.time() - viewers.since
+        done = viewers.complete()[:updates]
+        partial = viewers.partial()
+    finally:
+        viewers.close()
+    print(
+        f"table updates in {measured_s:.0f} s: {len(viewers.receipts)} published, "
+        f"{len(viewers.complete())} reached all {clients} dashboards ({updates} wanted)"
+    )
+    for reached, times in partial.most_common():
+        print(f"  {times} update(s) reached only {reached}")
+    if viewers.lost:
+        print(f"sockets that ended early: {len(viewers.lost)}, e.g. {viewers.lost[0]}")
+    results = {
+        "connect+snapshot": viewers.connect_ms,
+        "generated_at→receipt (table.update)": [ms for r in done for _, ms in r],
+        "fan-out spread (last − first client)": [
+            max(ms for _, ms in r) - min(ms for _, ms in r) for r in done
+        ],
+    }
+    for worker in workers:
+        results[f"  on worker {worker}"] = [ms for r in done for w, ms in r if w == worker]
+    return results
+
+
+def stop_on_signals() -> None:
+    """Make Ctrl-C, SIGTERM and SIGHUP unwind through every ``finally`` (SIGINT too when
+    the shell started us in the background with it ignored)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+
+
+def deployed(args: argparse.Namespace) -> None:
+    from tests.dashboard.liveserver import PASSWORD, VIEWER, launch_deployed, shutdown_deployed
+
+    if urllib.parse.urlparse(args.database_url).scheme not in {"postgres", "postgresql"}:
+        raise SystemExit(f"--deployed needs PostgreSQL, not {args.database_url}")
+    stop_on_signals()
+    began = time.monotonic()
+    cluster = launch_deployed(args.database_url)
+    left: list[str] = []
+    try:
+        workers = cluster.web_workers()
+        print(
+            f"deployed topology up in {time.monotonic() - began:.0f} s: uvicorn workers "
+            f"{workers}, celery worker + beat, PostgreSQL {cluster.db_name}, {cluster.redis_url}"
+        )
+        session = login_cookie(cluster.url, VIEWER, PASSWORD)
+        timeout_s = max(args.seconds, 5.0 * args.rounds)  # the table moves about every tick
+        results = asyncio.run(
+            deployed_clients(cluster.url, session, workers, args.clients, args.rounds, timeout_s)
+        )
+        for name, xs in results.items():
+            print(summary(f"uvicorn × {len(workers)}: {name}", xs))
+        dropped = cluster.process("web").text().count("channels over capacity in group")
+        print(f"web log: {dropped} channel-layer group sends over capacity (channels_redis)")
+        renders = first_render(cluster.url, PASSWORD)
+        if renders:
+            print(summary("page first render (navigation → map drawn)", renders))
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop
+        try:
+            left = shutdown_deployed(cluster)
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if left:
+        raise SystemExit(f"processes still running after SIGKILL: {left}")
+    print(f"stopped every process{f' (SIGKILL for {cluster.killed})' if cluster.killed else ''}")
+
+
 def first_render(url: str, password: str, runs: int = 3) -> list[float]:
     from tests.dashboard.liveserver import CHROMIUM, CHROMIUM_ARGS, VIEWER, browser_missing
 
@@ -283,7 +507,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--in-process-only", action="store_true")
+    parser.add_argument(
+        "--deployed",
+        action="store_true",
+        help="uvicorn × 2, celery, PostgreSQL, Redis as local processes (see the docstring)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL", DEPLOYED_DATABASE_URL),
+        help="with --deployed: the PostgreSQL server (a database of the run's own is used)",
+    )
     args = parser.parse_args()
+    if args.deployed:
+        deployed(args)
+        return
 
     from asgiref.sync import async_to_sync
 

@@ -6,6 +6,9 @@ users run in that environment; then the server starts on a free 127.0.0.1 port: 
 demo --http ... --no-agents`` when the demo command offers it (set
 ``TRAFFICMGR_DASHBOARD_SERVER=asgi`` to skip it), else daphne serving ``ticking_asgi``.
 REDIS_URL and DATABASE_URL of the caller are ignored: the server is self-contained.
+
+``launch_deployed`` starts the deployed topology instead (docker-compose.yml's services as
+local processes, tests/e2e/cluster.py) on the same fleet and users.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.e2e.cluster import Cluster, Process
+from tests.e2e.stores import Services
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET = ROOT / "examples" / "fleet.yaml"
@@ -306,3 +312,47 @@ class HeartbeatFeeder:
                 if region not in self.silent:
                     self.post(region, self.body(region, endpoint, now))
             self._stop.wait(self.interval_s)
+
+
+class ComposeCluster(Cluster):
+    """The e2e cluster with compose's ``agents`` service: one ``simulate_agents`` process
+    pushing for every endpoint (load 0.4, the demo trace), not one agent process each."""
+
+    def start_agent(self, endpoint: dict[str, Any], token: str) -> Process:
+        if not any(p.name == "agents" for p in self.processes):
+            self.spawn_manage("agents", ["simulate_agents", "--control-plane", self.url])
+        return self.process("agents")
+
+
+def launch_deployed(database_url: str) -> ComposeCluster:
+    """Start docker-compose.yml's topology on the demo fleet, with the users above.
+
+    PostgreSQL is ``database_url``'s server, in a database of the cluster's own (created, and
+    dropped by ``shutdown_deployed``: migrating and applying the demo fleet to the named one
+    would replace whatever fleet it holds); Redis a private redis-server. Every process runs
+    in a group of its own: the caller must call ``shutdown_deployed`` whatever happens.
+    """
+    if shutil.which("redis-server") is None:
+        raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+    tmp = Path(tempfile.mkdtemp(prefix="trafficmgr-dashboard-deployed-"))
+    cluster = ComposeCluster(tmp, FLEET.read_text(), Services(database_url, redis_url=""))
+    try:
+        cluster.start()
+        users = cluster.spawn(
+            "users",
+            [sys.executable, "manage.py", "shell", "-c", MAKE_USERS],
+            {"DASHBOARD_TEST_PASSWORD": PASSWORD},
+        )
+        assert cluster.finish(users, 60) == 0, f"creating the users failed:\n{users.tail()}"
+    except BaseException:
+        shutdown_deployed(cluster)
+        raise
+    return cluster
+
+
+def shutdown_deployed(cluster: Cluster) -> list[str]:
+    """Stop every process group of ``cluster``, drop its database; return what is left."""
+    try:
+        return cluster.stop()
+    finally:
+        shutil.rmtree(cluster.workdir, ignore_errors=True)
