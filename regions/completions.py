@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from regions import hotstate, snapshot
-from regions.api.errors import DomainError
+from regions.api.errors import DomainError, bad_input
 from regions.decisions import MAX_TOKENS, PREFIX_HASHES
 from regions.hotstate import Completion
 from regions.validation import (
@@ -72,15 +72,8 @@ def parse_report(body: bytes, view: snapshot.FleetView) -> dict[str, list[Comple
             code="too_large",
             status_code=413,
         )
-    try:
+    with bad_input():
         return _by_region(validate(REPORT_BODY, parse_json(body)), view)
-    except Invalid as exc:
-        raise DomainError(
-            f"{exc.field}: {exc.message}",
-            fields={exc.field: [exc.message]},
-            code="invalid",
-            status_code=400,
-        ) from None
 
 
 def _by_region(doc: Mapping[str, Any], view: snapshot.FleetView) -> dict[str, list[Completion]]:

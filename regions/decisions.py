@@ -56,7 +56,7 @@ from typing import Any
 from django.conf import settings
 
 from regions import hotstate, metrics, snapshot
-from regions.api.errors import DomainError
+from regions.api.errors import DomainError, bad_input
 from regions.hotstate import StreamEntry, stream_position
 from regions.validation import Field, Invalid, integer, obj, parse_json, string, validate
 from trafficmgr.routing.countries import continent_of
@@ -187,16 +187,9 @@ def parse_request(body: bytes) -> tuple[Request, str | None]:
         raise DomainError(
             f"route body larger than {MAX_BODY_BYTES} bytes", code="too_large", status_code=413
         )
-    try:
+    with bad_input():
         doc = validate(ROUTE_BODY, parse_json(body))
         client, key = _client(doc)
-    except Invalid as exc:
-        raise DomainError(
-            f"{exc.field}: {exc.message}",
-            fields={exc.field: [exc.message]},
-            code="invalid",
-            status_code=400,
-        ) from None
     request = Request(
         doc["model"],
         client,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -14,6 +16,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from regions.validation import Invalid
 from trafficmgr.fleetfile import FleetError
 
 
@@ -40,6 +43,20 @@ class DomainError(Exception):
             self.code = code
         if status_code:
             self.status_code = status_code
+
+
+@contextmanager
+def bad_input() -> Iterator[None]:
+    """Turn a validation error inside the block into a 400 naming the field."""
+    try:
+        yield
+    except Invalid as exc:
+        raise DomainError(
+            f"{exc.field}: {exc.message}",
+            fields={exc.field: [exc.message]},
+            code="invalid",
+            status_code=400,
+        ) from None
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:

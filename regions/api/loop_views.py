@@ -21,10 +21,10 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from regions import actions, completions, decisions, hotstate, ingest, metrics, snapshot
-from regions.api.errors import DomainError, error_body
+from regions.api.errors import bad_input, error_body
 from regions.models import Role, RoutingTableVersion
 from regions.permissions import has_role
-from regions.validation import Field, Invalid, number, obj, parse_json, validate
+from regions.validation import Field, number, obj, parse_json, validate
 from trafficmgr.routing.table_json import table_to_json
 
 TRUE = {"1", "true", "yes", "on"}
@@ -248,13 +248,6 @@ class ActionView(APIView):
     def weight(self, request: Request) -> float | None:
         if self.verb != "weight":
             return None
-        try:
+        with bad_input():
             doc = validate(WEIGHT_BODY, parse_json(request.body))
-        except Invalid as exc:
-            raise DomainError(
-                f"{exc.field}: {exc.message}",
-                fields={exc.field: [exc.message]},
-                code="invalid",
-                status_code=400,
-            ) from None
         return float(doc["weight"])
