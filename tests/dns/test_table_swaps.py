@@ -218,7 +218,7 @@ def test_the_garbage_collector_need_not_walk_the_reply_cache(make_server: Make) 
 def test_replies_kept_across_swaps_keep_no_old_table_alive(make_server: Make) -> None:
     server = make_server(quiet_config(cache_size=10_000))
     gc.collect()
-    before = sum(isinstance(o, RoutingTable) for o in gc.get_objects())
+    before = sum(type(o) is RoutingTable for o in gc.get_objects())
     for n in range(40):  # each swap leaves replies that are never asked for again
         server.set_table(at(everywhere(SPLIT if n % 2 else [("eu-west", 1.0)]), f"m{n}", n))
         for i in range(20):
@@ -226,7 +226,7 @@ def test_replies_kept_across_swaps_keep_no_old_table_alive(make_server: Make) ->
             server.handle(query(f"n{n}-{i}.{ZONE}", "A").to_wire(), "192.0.2.1")
     assert server.metrics["reply_cache_entries"] == 40 * 20 * 2  # all still kept
     gc.collect()
-    after = sum(isinstance(o, RoutingTable) for o in gc.get_objects())
+    after = sum(type(o) is RoutingTable for o in gc.get_objects())
     assert after - before <= 2  # the served table and the static one
 
 
