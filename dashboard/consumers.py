@@ -3,11 +3,14 @@
 The control loop's ``dashboard`` group reaches each page through this process's live feed
 (``dashboard.livefeed``), which relays every message as JSON encoded once; so does the
 per-tick live state. Close codes: 4401 not signed in, 4403 signed in without a dashboard
-role; the page goes to the login page on either instead of reconnecting.
+role; the page goes to the login page on either instead of reconnecting. The consumer's
+channel-layer receive ends when channels cancels it (``dashboard.receives``): else one
+lost cancellation keeps a stopping uvicorn worker waiting for its whole graceful timeout.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -15,6 +18,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from dashboard import messages
 from dashboard.livefeed import feed
+from dashboard.receives import cancellable
 from regions.permissions import role_of
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -23,6 +27,16 @@ CLOSE_FORBIDDEN = 4403
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     joined: bool = False
+
+    # channels sets this to the layer's receive of the consumer's channel, then awaits it
+    # next to the socket's receive and cancels it once the socket is gone.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[Any]]:
+        return self._channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[Any]]) -> None:
+        self._channel_receive = cancellable(receive)
 
     async def connect(self) -> None:
         user = self.scope.get("user")

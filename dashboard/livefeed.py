@@ -27,6 +27,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from dashboard import messages
+from dashboard.receives import stop
 from regions import hotstate
 from regions.controlrecord import DASHBOARD_GROUP
 
@@ -113,16 +114,16 @@ class LiveFeed:
         ]
 
     async def leave(self) -> None:
-        """Count a dashboard gone; the last one stops the feed."""
+        """Count a dashboard gone; the last one stops the feed (and waits until it has)."""
         self.clients = max(0, self.clients - 1)
         if self.clients or not self._tasks:
             return
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
-        if self._channel is not None and self._layer is not None:
-            await self._layer.group_discard(DASHBOARD_GROUP, self._channel)
-            self._channel = None
+        # Taken now: a dashboard joining meanwhile starts a feed of its own.
+        tasks, self._tasks = self._tasks, []
+        channel, self._channel = self._channel, None
+        await asyncio.gather(*(stop(task) for task in tasks))
+        if channel is not None and self._layer is not None:
+            await self._layer.group_discard(DASHBOARD_GROUP, channel)
 
     async def _relay(self, layer: Any, channel: str) -> None:
         while True:
