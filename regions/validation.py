@@ -292,15 +292,10 @@ def _check(kind: Kind, value: Any, times: TimeReader | None) -> Any:
             raise Invalid("", f"expected an integer, got {got}")
         return _ranged(value, kind[1], kind[2])
     if tag == "num":
-        if isinstance(value, _NonFinite):
-            raise Invalid("", f"expected a finite number, got {value.text}")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Invalid("", f"expected a number, got {json_type(value)}")
-        try:
-            number_ = float(value)
-        except OverflowError:  # an integer literal of hundreds of digits
-            raise Invalid("", f"outside {kind[1]:g}..{kind[2]:g}") from None
+        number_ = _number(value)
         if not math.isfinite(number_):
+            if isinstance(value, int):  # an integer literal of hundreds of digits
+                raise Invalid("", f"outside {kind[1]:g}..{kind[2]:g}")
             raise Invalid("", "expected a finite number")
         return _ranged(number_, kind[1], kind[2])
     if tag == "num_open":
@@ -347,15 +342,20 @@ def _list(kind: Kind, value: Any, times: TimeReader | None) -> list[Any]:
     return out
 
 
-def _open_ranged(value: Any, lo: float, hi: float) -> float:
+def _number(value: Any) -> float:
+    """Return a JSON number as a float (infinite past float's range); refuse anything else."""
     if isinstance(value, _NonFinite):
         raise Invalid("", f"expected a finite number, got {value.text}")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise Invalid("", f"expected a number, got {json_type(value)}")
     try:
-        number_ = float(value)
+        return float(value)
     except OverflowError:  # an integer literal of hundreds of digits
-        number_ = math.inf if value > 0 else -math.inf
+        return math.inf if value > 0 else -math.inf
+
+
+def _open_ranged(value: Any, lo: float, hi: float) -> float:
+    number_ = _number(value)
     if math.isnan(number_):
         raise Invalid("", "expected a finite number")
     if not lo < number_ < hi:
