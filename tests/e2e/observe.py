@@ -88,20 +88,41 @@ class TableFeed:
         self.pubsub: Any = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         self.pubsub.subscribe(TABLE_CHANNEL)
         self.tables: list[Published] = []
+        self.errors: list[str] = []  # what interrupted the feed, for a failing test to show
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="table-feed", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            message = self.pubsub.get_message(timeout=0.2)
-            if message is None or message.get("type") != "message":
-                continue
+            try:
+                self._step()
+            except Exception as exc:  # a dropped or slow connection must not end the feed
+                self.errors.append(f"{time.time():.3f} {exc!r}")
+                self._stop.wait(0.1)  # the next read reconnects and subscribes again
+                self._step_read_table()  # a table published meanwhile is not lost
+
+    def _step(self) -> None:
+        message = self.pubsub.get_message(timeout=0.2)
+        if message is not None and message.get("type") == "message":
+            self._step_read_table()
+
+    def _step_read_table(self) -> None:
+        try:
             raw = self.client.get(TABLE_KEY)
-            doc = json.loads(raw) if raw else None
-            last = self.tables[-1].doc["version"] if self.tables else None
-            if isinstance(doc, dict) and "regions" in doc and doc.get("version") != last:
-                self.tables.append(Published(time.time(), doc))
+        except Exception as exc:
+            self.errors.append(f"{time.time():.3f} {exc!r}")
+            return
+        doc = json.loads(raw) if raw else None
+        last = self.tables[-1].doc["version"] if self.tables else None
+        if isinstance(doc, dict) and "regions" in doc and doc.get("version") != last:
+            self.tables.append(Published(time.time(), doc))
+
+    def stored_version(self) -> str | None:
+        """The version of the table the cluster's Redis holds now."""
+        raw = self.client.get(TABLE_KEY)
+        doc = json.loads(raw) if raw else None
+        return doc.get("version") if isinstance(doc, dict) else None
 
     def since(self, at: float) -> list[Published]:
         return [t for t in list(self.tables) if t.received_at >= at]

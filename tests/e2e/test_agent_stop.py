@@ -129,11 +129,18 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
             f"{REGION} healthy at full ramp again after SIGCONT",
             every=0.2,
         )
-        wait_until(
-            lambda: feed.first(resumed_at, lambda t: t.state(REGION) == "healthy"),
-            5,
-            f"the published table feed to show {REGION} healthy again",
-        )
+        try:
+            wait_until(
+                lambda: feed.first(resumed_at, lambda t: t.state(REGION) == "healthy"),
+                5,
+                f"the published table feed to show {REGION} healthy again",
+            )
+        except AssertionError as exc:  # say what the feed saw, and what interrupted it
+            seen = describe(feed.since(resumed_at), resumed_at)
+            raise AssertionError(
+                f"{exc}; the API's table {back['version']}, Redis holds "
+                f"{feed.stored_version()}; feed errors {feed.errors}; tables since:\n{seen}"
+            ) from None
         after = feed.since(resumed_at)
         tables = describe(after, resumed_at)
         ramping = [t for t in after if t.state(REGION) == "recovering"]
