@@ -138,7 +138,7 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
         except AssertionError as exc:  # say what the feed saw, and what interrupted it
             seen = describe(feed.since(resumed_at), resumed_at)
             raise AssertionError(
-                f"{exc}; the API's table {back['version']}, Redis holds "
+                f"{exc}; the API's table {back['version']} ({back.get('source')}), Redis holds "
                 f"{feed.stored_version()}; feed errors {feed.errors}; tables since:\n{seen}"
             ) from None
         after = feed.since(resumed_at)
