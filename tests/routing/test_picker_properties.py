@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -121,14 +123,7 @@ def test_the_sampling_path_keeps_the_invariant(
 def test_interactive_requests_are_never_shed(
     request: Request, loads: tuple[EndpointLoad, ...]
 ) -> None:
-    interactive = Request(
-        request.model,
-        request.client,
-        request.input_tokens,
-        request.max_output_tokens,
-        Priority.INTERACTIVE,
-        request.prefix_hashes,
-    )
+    interactive = replace(request, priority=Priority.INTERACTIVE)
     pick = make_picker("ai_aware").pick(interactive, loads, 0.0)
     assert (pick.endpoint is None) == (not any(serves(c, request.model) for c in loads))
 
@@ -237,14 +232,7 @@ def test_a_balanced_pick_completes_even_a_long_answer_within_the_p99_on_a_less_u
         if serving:
             other = Request(request.model, request.client, 1000, 0)
             picker.pick(other, tuple(serving[index % len(serving) :]), at)
-    interactive = Request(
-        request.model,
-        request.client,
-        request.input_tokens,
-        request.max_output_tokens,
-        Priority.INTERACTIVE,
-        request.prefix_hashes,
-    )
+    interactive = replace(request, priority=Priority.INTERACTIVE)
     pick = picker.pick(interactive, loads, 130.0)
     _check(picker, interactive, loads, picks=1)
     if pick.endpoint is None or "balanced" not in pick.reason:
