@@ -41,16 +41,13 @@ lock too (``_learning``): a pick takes ~25 µs.
 
 from __future__ import annotations
 
-import bisect
-import hashlib
 import ipaddress
 import logging
 import math
-import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -60,16 +57,12 @@ from regions.api.errors import DomainError, bad_input
 from regions.hotstate import StreamEntry, stream_position
 from regions.validation import Field, Invalid, integer, obj, parse_json, string, validate
 from trafficmgr.routing.countries import continent_of
+from trafficmgr.routing.decision import build_loads, histogram_delta, region_candidates
 from trafficmgr.routing.estimator import LatencyTail, OutputLengthEstimator
-from trafficmgr.routing.geo import Locator, country_location, rtt_ms
-from trafficmgr.routing.health import endpoint_health
+from trafficmgr.routing.geo import Locator, country_location
 from trafficmgr.routing.picker import EndpointLoad, Picker, make_picker
-from trafficmgr.routing.residency import base_decision
-from trafficmgr.routing.table import lookup
 from trafficmgr.routing.types import (
     ClientLocation,
-    Fleet,
-    GpuProfile,
     Heartbeat,
     OutputHistogram,
     Priority,
@@ -77,7 +70,6 @@ from trafficmgr.routing.types import (
     RegionState,
     Request,
     RoutingTable,
-    WeightedRegion,
 )
 
 MAX_TOKENS = 1_000_000
@@ -253,17 +245,12 @@ def decide(
             status_code=400,
         )
     table, _ = current_table(view, at)
-    entries = lookup(table, request.client, request.model)
-    strict = base_decision(fleet, request.client).strict_regions
-    allowed = [w for w in entries if strict is None or w.region in strict]
-    if not allowed:
+    found = region_candidates(fleet, table, request, key)
+    if not found.regions:
         metrics.count_decision("", "", "no_allowed_region")
-        note = _note(table, request)
-        raise NoCapacity(f"no allowed region for {request.model}: {note}", retry_after_s())
+        raise NoCapacity(f"no allowed region for {request.model}: {found.note}", retry_after_s())
     tried: list[str] = []
-    candidates = ordered(allowed, key, request.model)
-    candidates += reserve_regions(fleet, table, request, strict, {w.region for w in entries})
-    for rank, entry in enumerate(candidates):
+    for rank, entry in enumerate(found.regions):
         region = fleet.region(entry.region)
         loads = region_loads(view, table, region, at)
         with loads.lock:
@@ -289,75 +276,6 @@ def decide(
         )
     metrics.count_decision("", "", "no_capacity")
     raise NoCapacity(f"no endpoint can take the request: {'; '.join(tried)}", retry_after_s())
-
-
-SERVING_STATES = {"healthy", "degraded", "recovering", "unknown"}
-
-
-def reserve_regions(
-    fleet: Fleet,
-    table: RoutingTable,
-    request: Request,
-    strict: tuple[str, ...] | None,
-    listed: set[str],
-) -> list[WeightedRegion]:
-    """Regions residency allows that the zone's list leaves out, nearest first.
-
-    Tried only when no listed region can take the request: between an endpoint's failure and
-    the next table, the list may still name only the failing region (a one-tick gap).
-    """
-    reserve: list[tuple[float, int, str]] = []
-    for region in fleet.regions:
-        status = table.regions.get(region.name)
-        if (
-            region.name in listed
-            or (strict is not None and region.name not in strict)
-            or status is None
-            or status.state.value not in SERVING_STATES
-            or not any(request.model in e.models for e in region.endpoints)
-        ):
-            continue
-        point = request.client.point
-        distance = rtt_ms(point, region.location) if point is not None else 0.0
-        reserve.append((distance, region.priority, region.name))
-    return [
-        WeightedRegion(name, 0.0, f"{RESERVE_REASON}, rtt ~{rtt:.0f} ms")
-        for rtt, _, name in sorted(reserve, key=lambda r: (r[1], r[0], r[2]))
-    ]
-
-
-RESERVE_REASON = (
-    "not in this zone's list yet; allowed and serving, tried while the table catches up"
-)
-
-
-def _note(table: RoutingTable, request: Request) -> str:
-    from trafficmgr.routing.table import zone_keys
-
-    for zone in zone_keys(request.client):
-        if zone in table.zones:
-            return table.notes.get(zone, {}).get(request.model, "empty list")
-    return "no zone matches the client"
-
-
-def ordered(entries: Sequence[WeightedRegion], key: str | None, model: str) -> list[WeightedRegion]:
-    """Return the regions to try: one drawn by weight first, then the rest by weight."""
-    if key is None:
-        u = random.random()
-    else:
-        digest = hashlib.blake2b(f"{key}|{model}".encode(), digest_size=8).digest()
-        u = int.from_bytes(digest, "big") / 2**64
-    total = sum(w.weight for w in entries)
-    first, cumulative = len(entries) - 1, 0.0
-    for i, w in enumerate(entries):
-        cumulative += w.weight / total if total > 0 else 1 / len(entries)
-        if u < cumulative:
-            first = i
-            break
-    rest = sorted(
-        (w for i, w in enumerate(entries) if i != first), key=lambda w: (-w.weight, w.region)
-    )
-    return [entries[first], *rest]
 
 
 def region_loads(
@@ -457,70 +375,6 @@ def learn_output_lengths(
                 loads.estimator.observe_histogram(h.model, h.le, counts, count)
             now_seen[h.model] = h
         loads.fed[e.name] = (hb.received_at, now_seen)
-
-
-def histogram_delta(
-    h: OutputHistogram, prev: OutputHistogram | None
-) -> tuple[tuple[int, ...], int]:
-    """Return the cumulative counts added since ``prev``: all of ``h`` on first sight, or
-    when a count went down (the server restarted).
-
-    The agent leaves out bounds that say nothing (empty at the bottom, full at the top), so
-    the bounds may move as traffic grows: then each new bound is compared with ``prev``'s
-    count at the highest of its bounds not above it (exact for the bounds left out).
-    """
-    if prev is None or h.count < prev.count:
-        return h.counts, h.count
-    total = h.count - prev.count
-    if prev.le == h.le:
-        if any(c < p for c, p in zip(h.counts, prev.counts, strict=True)):
-            return h.counts, h.count
-        return tuple(c - p for c, p in zip(h.counts, prev.counts, strict=True)), total
-    counts: list[int] = []
-    for bound, cumulative in zip(h.le, h.counts, strict=True):
-        j = bisect.bisect_right(prev.le, bound) - 1
-        before = prev.counts[j] if j >= 0 else 0
-        grown = min(total, max(0, cumulative - before))
-        counts.append(max(grown, counts[-1]) if counts else grown)
-    return tuple(counts), total
-
-
-def build_loads(
-    fleet: Fleet,
-    region: Region,
-    state: RegionState,
-    now: float,
-    beats: Mapping[str, Heartbeat] | None = None,
-) -> tuple[EndpointLoad, ...]:
-    """Build the picker's live view of a region's endpoints from their heartbeats."""
-    if beats is None:
-        beats = hotstate.get().heartbeats([e.name for e in region.endpoints])
-    out = []
-    for e in region.endpoints:
-        profile = fleet.gpu_profiles.get(e.gpu) or GpuProfile(e.gpu, 1.0, 1.0, 1)
-        hb = beats.get(e.name)
-        health = endpoint_health(e, hb, profile, fleet.failover, now)
-        healthy = (
-            health.healthy
-            or state is RegionState.DOWN
-            or (state is RegionState.UNKNOWN and not health.evidence)
-        )
-        endpoint = replace(e, models=health.models) if health.healthy and health.models else e
-        server = hb.server if hb else None
-        gpus = hb.gpus if hb else ()
-        out.append(
-            EndpointLoad(
-                endpoint=endpoint,
-                profile=profile,
-                healthy=healthy,
-                running=server.requests_running if server else 0,
-                waiting=server.requests_waiting if server else 0,
-                kv_cache_usage=server.kv_cache_usage if server else 0.0,
-                gpu_util=sum(g.util_pct for g in gpus) / (100.0 * len(gpus)) if gpus else 0.0,
-                latency_ewma_ms=server.ttft_p50_ms if server else 0.0,
-            )
-        )
-    return tuple(out)
 
 
 def forget() -> None:

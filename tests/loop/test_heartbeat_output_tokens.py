@@ -201,7 +201,7 @@ def _h(le: tuple[float, ...], counts: tuple[int, ...], count: int) -> OutputHist
 
 
 def test_deltas_follow_bounds_the_agent_leaves_out() -> None:
-    from regions.decisions import histogram_delta
+    from trafficmgr.routing.decision import histogram_delta
 
     # a longer output arrived: the top bound moved up (the agent drops bounds past the full one)
     prev = _h((10.0, 20.0, 50.0), (0, 13, 20), 20)

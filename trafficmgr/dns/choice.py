@@ -19,10 +19,9 @@ same prefixes are the ones spilled to a second region while a split lasts.
 from __future__ import annotations
 
 import zlib
-from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate
 
+from trafficmgr.routing.draw import cumulative, draw_index
 from trafficmgr.routing.types import WeightedRegion
 
 BUCKETS = 4096
@@ -49,7 +48,7 @@ def mask_prefix(packed: bytes, bits: int) -> bytes:
 
 def cumulative_weights(candidates: Sequence[WeightedRegion]) -> tuple[float, ...]:
     """Return the running sums of the weights (for ``choose_one``)."""
-    return tuple(accumulate(max(0.0, w.weight) for w in candidates))
+    return cumulative(w.weight for w in candidates)
 
 
 def choose_one(
@@ -62,10 +61,7 @@ def choose_one(
 
 def pick_index(cumulative: Sequence[float], bucket: int) -> int:
     """Return the index ``choose_one`` picks for ``bucket``; -1 for none."""
-    if not cumulative or cumulative[-1] <= 0:
-        return -1
-    index = bisect_right(cumulative, (bucket + 0.5) / BUCKETS * cumulative[-1])
-    return min(index, len(cumulative) - 1)
+    return draw_index(cumulative, (bucket + 0.5) / BUCKETS)
 
 
 def choose(
@@ -76,15 +72,7 @@ def choose(
     picked: list[WeightedRegion] = []
     point = (bucket + 0.5) / BUCKETS
     while pool and len(picked) < max(1, count):
-        total = sum(w.weight for w in pool)
-        target = point * total
-        index = len(pool) - 1
-        running = 0.0
-        for i, w in enumerate(pool):
-            running += w.weight
-            if target < running:
-                index = i
-                break
+        index = draw_index(cumulative(w.weight for w in pool), point)
         picked.append(pool.pop(index))
         point = (point + _GOLDEN) % 1.0  # next pick: a well-spread point of the same bucket
     return tuple(picked)

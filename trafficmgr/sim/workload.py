@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from trafficmgr.routing.draw import cumulative, draw_index
 from trafficmgr.routing.estimator import service_rates
 from trafficmgr.routing.geo import country_location
 from trafficmgr.routing.types import AdminState, Fleet, Priority, Request
@@ -121,12 +122,12 @@ def build_workload(
     shares = model_shares(fleet)
     rng = random.Random(seed)
     countries, weights = _client_mix(fleet)
-    names, cum = list(shares), _cumulative(list(shares.values()))
+    names, cum = list(shares), cumulative(shares.values())
     mapping = _model_mapping(trace, names, shares)
     out = []
     for r in reqs:
         country = rng.choices(countries, weights)[0]
-        model = mapping.get(r.model or "") or names[_draw(cum, rng.random())]
+        model = mapping.get(r.model or "") or names[draw_index(cum, rng.random())]
         priority = Priority.BATCH if rng.random() < batch_share else Priority.INTERACTIVE
         request = Request(
             model,
@@ -155,19 +156,6 @@ def _client_mix(fleet: Fleet) -> tuple[list[str], list[float]]:
     return countries, [1.0] * len(countries)
 
 
-def _cumulative(weights: list[float]) -> list[float]:
-    out, total = [], 0.0
-    for w in weights:
-        total += w
-        out.append(total)
-    return [c / total for c in out]
-
-
-def _draw(cum: list[float], u: float) -> int:
-    for i, c in enumerate(cum):
-        if u < c:
-            return i
-    return len(cum) - 1
 
 
 def _model_mapping(trace: Trace, names: list[str], shares: dict[str, float]) -> dict[str, str]:
