@@ -29,6 +29,8 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	SECRET_KEY=lint-only $(BIN)/mypy --config-file mypy-django.ini regions dashboard trafficmgr/asgi.py
+	$(BIN)/python -m tests.architecture.layers
 
 test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

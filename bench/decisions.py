@@ -83,7 +83,10 @@ def completion_reports(fleet: Any, items: int, count: int = 64) -> list[bytes]:
 
 def learning_cost(fleet: Any, bodies: list[bytes]) -> None:
     """Time, in this process, a first look at the busiest region and a rebuild after a report."""
-    from regions import completions, decisions, hotstate, snapshot
+    from regions import hotstate
+    from regions.decisions import completions
+    from regions.decisions import route as decisions
+    from regions.fleet import snapshot
 
     view = snapshot.current()
     store = hotstate.get()
@@ -124,8 +127,10 @@ def main() -> None:
     env = prepare(args)
     from engine_table import heartbeats
 
-    from regions import controlloop, hotstate, snapshot
-    from regions.services import create_token
+    from regions import hotstate
+    from regions.access.issue import create_token
+    from regions.fleet import snapshot
+    from regions.loop import control
 
     store = hotstate.get()
     fleet = snapshot.current().fleet
@@ -146,7 +151,7 @@ def main() -> None:
     feeder = forking.Process(target=agents, daemon=True)
     feeder.start()
     time.sleep(1.0)
-    controlloop.run_tick(time.time())
+    control.run_tick(time.time())
     _, secret = create_token("bench-gateway", "viewer")
     models = fleet.models()
     rng = random.Random(1)

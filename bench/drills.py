@@ -53,9 +53,9 @@ class Harness:
     """The whole system in this process (see the module docstring)."""
 
     def __init__(self, slow_start_s: float, load: float) -> None:
-        from regions.audit import acting_as
-        from regions.fleet import apply_plan, plan_fleet
-        from regions.services import fleet_snapshot
+        from regions.audit.trail import acting_as
+        from regions.fleet.plan import apply_plan, plan_fleet
+        from regions.fleet.services import fleet_snapshot
         from trafficmgr.fleetfile import load_fleet_text
 
         desired = load_fleet_text((ROOT / "examples" / "fleet.yaml").read_text())
@@ -71,7 +71,7 @@ class Harness:
         from django.core.wsgi import get_wsgi_application
 
         from regions import hotstate
-        from regions.controlloop import EmbeddedTicker
+        from regions.loop.control import EmbeddedTicker
         from trafficmgr.dns.config import ServerConfig
         from trafficmgr.dns.server import DnsServer, ServerThread
 
@@ -104,7 +104,7 @@ class Harness:
 def start_agents(fleet: Any, url: str, load: float) -> list[tuple[Any, threading.Thread]]:
     from agents.cli import build_agent
     from agents.config import AgentConfig
-    from regions.services import create_token
+    from regions.access.issue import create_token
 
     started = []
     for region in fleet.regions:
@@ -130,8 +130,9 @@ def start_agents(fleet: Any, url: str, load: float) -> list[tuple[Any, threading
 
 
 def share_of(region: str) -> float:
-    from regions import hotstate, snapshot
-    from regions.drill_measure import target_share
+    from regions import hotstate
+    from regions.drills.measure import target_share
+    from regions.fleet import snapshot
 
     table = hotstate.get().table()
     return 0.0 if table is None else target_share(table, snapshot.current().fleet, region)
@@ -146,9 +147,9 @@ def wait_ready(region: str, usual: float, timeout_s: float = 90.0) -> float:
 
 
 def run_local(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from regions import drills
-    from regions.drill_measure import MeasureSetup
-    from regions.drill_runner import run_drill
+    from regions.drills import service
+    from regions.drills.measure import MeasureSetup
+    from regions.drills.runner import run_drill
 
     harness = Harness(args.slow_start, args.load)
     dns, url = harness.start()
@@ -165,7 +166,7 @@ def run_local(args: argparse.Namespace) -> list[dict[str, Any]]:
         for i in range(args.n):
             target = targets[i % len(targets)]
             waited = wait_ready(target, usual[target])
-            drill = drills.create_drill(
+            drill = service.create_drill(
                 args.kind, target, args.duration, {"recovery_wait_s": args.recovery_wait}
             )
             report = run_drill(drill.pk, setup) or {}
@@ -177,7 +178,7 @@ def run_local(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def run_remote(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from regions.drill_client import DrillClient
+    from regions.drills.client import DrillClient
 
     client = DrillClient(args.server, args.token)
     targets = args.targets.split(",")

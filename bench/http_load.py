@@ -93,8 +93,8 @@ def prepare(args: argparse.Namespace) -> dict[str, str]:
     call_command("migrate", verbosity=0, interactive=False)
     from engine_table import build_fleet
 
-    from regions.audit import acting_as
-    from regions.fleet import apply_plan, plan_fleet
+    from regions.audit.trail import acting_as
+    from regions.fleet.plan import apply_plan, plan_fleet
     from trafficmgr.routing.types import ClientShare
 
     fleet = build_fleet(args.regions, args.endpoints)
@@ -457,8 +457,8 @@ def heartbeat_body(endpoint: str, seq: int, gpus: int = 8, sent_at: float | None
 
 def agent_tokens() -> dict[str, str]:
     """An agent token per region: region → secret."""
+    from regions.access.issue import create_token
     from regions.models import Region
-    from regions.services import create_token
 
     return {
         r: create_token(f"bench-{r}", "agent", region=r)[1]

@@ -35,7 +35,7 @@ from http_load import (
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
     env = prepare(args)
-    from regions.services import fleet_snapshot
+    from regions.fleet.services import fleet_snapshot
 
     endpoints = [(e.name, e.region) for e in fleet_snapshot().endpoints()]
     tokens = agent_tokens()

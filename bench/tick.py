@@ -1,6 +1,6 @@
 """Time the control loop's tick on 50 regions x 2,000 endpoints, ~250 client zones x 4 models.
 
-A tick here is the whole service (``regions.controlloop.run_tick``): the fleet from the
+A tick here is the whole service (``regions.loop.control.run_tick``): the fleet from the
 cache, 2,000 heartbeats from the hot state, evaluate_fleet, compile_table against the
 previous table, machines and evaluation back to the hot state, events, the history row,
 publish, dashboard. Each timed tick sees fresh heartbeats (new loads), so each one publishes
@@ -68,8 +68,8 @@ def load_fleet() -> None:
     """Store the engine bench's fleet (plus ~250 client countries) through fleet apply."""
     from engine_table import build_fleet
 
-    from regions.audit import acting_as
-    from regions.fleet import apply_plan, plan_fleet
+    from regions.audit.trail import acting_as
+    from regions.fleet.plan import apply_plan, plan_fleet
     from regions.models import RoutingTableVersion
     from trafficmgr.routing.countries import CENTROID_OF
     from trafficmgr.routing.types import ClientShare
@@ -89,7 +89,7 @@ def subscribe(n: int) -> list[str]:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from regions.controlrecord import DASHBOARD_GROUP
+    from regions.loop.history import DASHBOARD_GROUP
 
     layer = get_channel_layer()
     channels = [async_to_sync(layer.new_channel)() for _ in range(n)]
@@ -102,7 +102,7 @@ def unsubscribe(channels: list[str]) -> None:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from regions.controlrecord import DASHBOARD_GROUP
+    from regions.loop.history import DASHBOARD_GROUP
 
     layer = get_channel_layer()
     for channel in channels:  # what they were sent expires with the channel layer's expiry
@@ -139,8 +139,10 @@ def main() -> None:
 
     from engine_table import heartbeats
 
-    from regions import controlloop, hotstate, snapshot
-    from regions.hotstate_redis import RedisHotState
+    from regions import hotstate
+    from regions.fleet import snapshot
+    from regions.hotstate.redis_store import RedisHotState
+    from regions.loop import control as controlloop
 
     started = time.perf_counter()
     load_fleet()

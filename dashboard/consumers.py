@@ -19,13 +19,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from dashboard import messages
 from dashboard.livefeed import feed
 from dashboard.receives import cancellable
-from regions.permissions import role_of
+from regions.access.permissions import role_of
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
 
-class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class DashboardConsumer(AsyncJsonWebsocketConsumer):
     joined: bool = False
 
     # channels sets this to the layer's receive of the consumer's channel, then awaits it

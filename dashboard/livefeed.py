@@ -29,7 +29,7 @@ from channels.db import database_sync_to_async
 from dashboard import messages
 from dashboard.receives import stop
 from regions import hotstate
-from regions.controlrecord import DASHBOARD_GROUP
+from regions.loop.history import DASHBOARD_GROUP
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Browser-bound message types (``type`` key):
 
 - ``snapshot``: everything the page shows, sent once on connect (see ``snapshot``);
 - ``table.update``: forwarded as the control loop sends it to the ``dashboard`` group
-  (``regions.controlrecord.notify_dashboard``: table, diff, transitions);
+  (``regions.loop.history.notify_dashboard``: table, diff, transitions);
 - ``live.update``: per tick, the endpoints' and regions' live state (``live_doc``);
 - ``events.new``: Event rows written since the last message, oldest first;
 - ``config.update``: regions, endpoints, residency rules, ... after a configuration write.
@@ -20,9 +20,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
-
-from regions import decisions, hotstate, snapshot
+from regions import conf, hotstate
+from regions.access.permissions import has_role, role_of
 from regions.api.loop_views import TableVersionSerializer
 from regions.api.serializers import (
     EndpointSerializer,
@@ -31,6 +30,8 @@ from regions.api.serializers import (
     RegionSerializer,
     ResidencyRuleSerializer,
 )
+from regions.decisions import route
+from regions.fleet import snapshot
 from regions.models import (
     Endpoint,
     Event,
@@ -41,7 +42,6 @@ from regions.models import (
     Role,
     RoutingTableVersion,
 )
-from regions.permissions import has_role, role_of
 from trafficmgr.routing.countries import CONTINENT_OF
 from trafficmgr.routing.geo import country_location
 from trafficmgr.routing.table import DEFAULT_ZONE, table_to_json, zone_keys, zone_location
@@ -53,7 +53,7 @@ EVENTS_PER_MESSAGE = 200
 
 
 def tick_seconds() -> float:
-    return float(settings.TRAFFICMGR.get("TICK_SECONDS", 1.0))
+    return conf.tick_seconds()
 
 
 def user_doc(user: Any) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def user_doc(user: Any) -> dict[str, Any]:
 
 def table_doc() -> dict[str, Any]:
     """The routing table exactly as ``GET /api/v1/routing/table`` returns it."""
-    table, source = decisions.current_table(snapshot.current(), time.time())
+    table, source = route.current_table(snapshot.current(), time.time())
     return {**table_to_json(table), "source": source}
 
 

@@ -9,14 +9,14 @@ from django.templatetags.static import static
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from dashboard.messages import tick_seconds, user_doc
-from regions.permissions import role_of
+from regions.access.permissions import role_of
 
 WS_PATH = "/ws/dashboard/"
 API_BASE = "/api/v1"
 
 
-@login_required  # type: ignore[untyped-decorator]
-@ensure_csrf_cookie  # type: ignore[untyped-decorator]
+@login_required
+@ensure_csrf_cookie
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Render the page shell; a user without a dashboard role gets a 403 page."""
     if role_of(request.user) is None:

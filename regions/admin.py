@@ -28,7 +28,7 @@ admin.site.site_header = "trafficmgr administration"
 admin.site.site_title = "trafficmgr"
 
 
-class EndpointInline(admin.TabularInline):  # type: ignore[type-arg]
+class EndpointInline(admin.TabularInline):
     model = Endpoint
     extra = 0
     fields = ("name", "address", "gpu", "gpus", "model_names", "weight", "admin_state")
@@ -36,7 +36,7 @@ class EndpointInline(admin.TabularInline):  # type: ignore[type-arg]
 
 
 @admin.register(Region)
-class RegionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class RegionAdmin(admin.ModelAdmin):
     list_display = (
         "name",
         "country",
@@ -61,7 +61,7 @@ class RegionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class EndpointAdmin(admin.ModelAdmin):
     list_display = ("name", "region", "address", "gpu", "gpus", "weight", "admin_state")
     list_filter = ("region", "admin_state", "gpu")
     search_fields = ("name", "address", "region__name")
@@ -70,13 +70,13 @@ class EndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(GpuProfile)
-class GpuProfileAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class GpuProfileAdmin(admin.ModelAdmin):
     list_display = ("name", "prefill_tokens_per_s", "decode_tokens_per_s", "max_concurrency")
     search_fields = ("name",)
 
 
 @admin.register(ResidencyRule)
-class ResidencyRuleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ResidencyRuleAdmin(admin.ModelAdmin):
     list_display = ("name", "mode", "countries", "continents", "region_names")
     list_filter = ("mode", "regions")
     search_fields = ("name",)
@@ -91,7 +91,7 @@ class ResidencyRuleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(FailoverPolicy)
-class FailoverPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class FailoverPolicyAdmin(admin.ModelAdmin):
     list_display = (
         "name",
         "heartbeat_interval_s",
@@ -103,7 +103,7 @@ class FailoverPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(FleetSettings)
-class FleetSettingsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class FleetSettingsAdmin(admin.ModelAdmin):
     list_display = ("zone", "ttl", "updated_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -113,7 +113,7 @@ class FleetSettingsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
 
-class TokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class TokenAdmin(admin.ModelAdmin):
     """Tokens are created by ``create_token`` or the API; here they can only be revoked."""
 
     exclude = ("key_hash",)
@@ -150,8 +150,8 @@ class ApiTokenAdmin(TokenAdmin):
         "created_at",
         "last_used_at",
     )
-    list_filter = ("role", "revoked_at")
-    readonly_fields = (*TokenAdmin.readonly_fields, "role")
+    list_filter = ("role", "revoked_at")  # type: ignore[assignment]
+    readonly_fields = (*TokenAdmin.readonly_fields, "role")  # type: ignore[assignment]
 
 
 @admin.register(AgentToken)
@@ -165,12 +165,12 @@ class AgentTokenAdmin(TokenAdmin):
         "created_at",
         "last_used_at",
     )
-    list_filter = ("region", "revoked_at")
-    readonly_fields = (*TokenAdmin.readonly_fields, "region")
+    list_filter = ("region", "revoked_at")  # type: ignore[assignment]
+    readonly_fields = (*TokenAdmin.readonly_fields, "region")  # type: ignore[assignment]
     filter_horizontal = ("endpoints",)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ReadOnlyAdmin(admin.ModelAdmin):
     """History: viewable, never added to, changed or deleted from the admin."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -206,7 +206,7 @@ class RoutingTableVersionAdmin(ReadOnlyAdmin):
     date_hierarchy = "generated_at"
 
 
-class DrillReportInline(admin.StackedInline):  # type: ignore[type-arg]
+class DrillReportInline(admin.StackedInline):
     model = DrillReport
     extra = 0
     can_delete = False

@@ -8,5 +8,12 @@ class RegionsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Signal handlers (audit trail, token cache) and system checks.
-        from regions import audit, auth, checks  # noqa: F401
+        # Signal handlers (audit trail, token cache) and system checks register on import.
+        from regions import checks  # noqa: F401
+        from regions.access import auth  # noqa: F401
+        from regions.audit import trail  # noqa: F401
+        from regions.drills.service import rollback_dangling_drills
+        from regions.loop import control
+
+        # The loop restores the faults of drills whose runner died, before its first tick.
+        control.on_first_tick(rollback_dangling_drills)

@@ -8,14 +8,17 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
+from regions import conf
+from regions.drills.tasks import parse_schedule
+
 
 @register()
 def trafficmgr_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Check trafficmgr's own settings."""
     problems: list[CheckMessage] = []
-    conf = settings.TRAFFICMGR
-    geoip = conf.get("GEOIP_DB")
-    if geoip and not os.path.isfile(geoip):
+    values = settings.TRAFFICMGR
+    geoip = values.get("GEOIP_DB")
+    if geoip and not os.path.isfile(geoip):  # type: ignore[arg-type]
         problems.append(
             Error(
                 f"TRAFFICMGR_GEOIP_DB={geoip!r} does not exist",
@@ -24,18 +27,16 @@ def trafficmgr_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 id="trafficmgr.E001",
             )
         )
-    if conf.get("TICK_SECONDS", 1.0) <= 0:
+    if values.get("TICK_SECONDS", 1.0) <= 0:  # type: ignore[operator]
         problems.append(Error("TRAFFICMGR_TICK_SECONDS must be > 0", id="trafficmgr.E002"))
-    schedule = os.environ.get("TRAFFICMGR_DRILL_SCHEDULE", "")
+    schedule = conf.drill_schedule()
     if schedule:
-        from regions.drill_tasks import parse_schedule
-
         try:
             parse_schedule(schedule)
         except ValueError as exc:
             problems.append(Error(f"TRAFFICMGR_DRILL_SCHEDULE: {exc}", id="trafficmgr.E003"))
     engine = settings.DATABASES["default"]["ENGINE"]
-    if settings.REDIS_URL and engine.endswith("sqlite3"):
+    if settings.REDIS_URL and engine.endswith("sqlite3"):  # type: ignore[attr-defined]
         problems.append(
             Warning(
                 "REDIS_URL is set but the database is SQLite; the distributed "

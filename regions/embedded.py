@@ -17,10 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from regions import hotstate
-from regions.controlloop import EmbeddedTicker
+from regions import conf, hotstate
+from regions.access.issue import create_token
+from regions.loop.control import EmbeddedTicker
 from regions.models import AgentToken
-from regions.services import create_token
 from trafficmgr.routing.types import Fleet, RoutingTable
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class EmbeddedSystem:
     agent_threads: list[tuple[Any, threading.Thread]] = field(default_factory=list)
 
     def start(self) -> None:
-        self.ticker = EmbeddedTicker(settings.TRAFFICMGR["TICK_SECONDS"]).start()
+        self.ticker = EmbeddedTicker(conf.tick_seconds()).start()
         self._start_dns()
         if self.agents:
             self._start_agents()
@@ -57,7 +57,7 @@ class EmbeddedSystem:
             host=self.dns_host,
             port=self.dns_port,
             state_file=str(Path(settings.VAR_DIR) / "dns-table.json"),
-            geoip_db=settings.TRAFFICMGR["GEOIP_DB"] or None,
+            geoip_db=conf.geoip_db(),
         )
         self.dns_server = DnsServer(self.fleet, config)
         self.dns_thread = ServerThread(self.dns_server)
@@ -70,7 +70,7 @@ class EmbeddedSystem:
         def publish(table: RoutingTable) -> None:
             self.dns_server.set_table(table)
 
-        store.listeners.append(publish)
+        store.listeners.append(publish)  # type: ignore[attr-defined]
 
     def _start_agents(self) -> None:
         self.agent_threads.extend(start_simulated_agents(self.fleet, self.web_url, self.agent_load))

@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -30,8 +29,8 @@ from prometheus_client.core import (
     Metric,
 )
 
-from regions import hotstate
-from regions.hotstate import counter_field, parse_counter_field
+from regions import conf, hotstate
+from trafficmgr.contracts import counter_field, parse_counter_field
 from trafficmgr.routing.types import RegionState
 
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -239,12 +238,12 @@ def _endpoints(evaluation: dict[str, Any], now: float) -> Iterator[Metric]:
 
 
 REGISTRY = CollectorRegistry(auto_describe=False)
-REGISTRY.register(HotStateCollector())  # type: ignore[arg-type]
+REGISTRY.register(HotStateCollector())
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Serve the Prometheus text format (bearer token optional, see the module docstring)."""
-    wanted = str(settings.TRAFFICMGR.get("METRICS_TOKEN") or "")
+    wanted = conf.metrics_token()
     if wanted:
         given = request.META.get("HTTP_AUTHORIZATION", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {wanted}".encode()):

@@ -86,9 +86,9 @@ def world_yaml() -> str:
 @pytest.fixture
 def world(db: None) -> Any:
     """Apply the small named world; returns the stored fleet as the engine sees it."""
-    from regions.audit import acting_as
-    from regions.fleet import apply_plan, plan_fleet
-    from regions.services import fleet_snapshot
+    from regions.audit.trail import acting_as
+    from regions.fleet.plan import apply_plan, plan_fleet
+    from regions.fleet.services import fleet_snapshot
     from trafficmgr.fleetfile import load_fleet_text
 
     with acting_as("fixture:world", "system"):
@@ -109,7 +109,7 @@ def make_client(db: None) -> Callable[..., Any]:
     """Build an APIClient holding a new token: ``make_client("operator")``."""
     from rest_framework.test import APIClient
 
-    from regions.services import create_token
+    from regions.access.issue import create_token
 
     def make(role: str, region: str | None = None, name: str | None = None) -> Any:
         _, secret = create_token(name or f"test-{role}", role, region=region, created_by="tests")

@@ -25,7 +25,7 @@ application = ProtocolTypeRouter(
     {
         # Static files (API docs, dashboard) are served by the app itself: the embedded
         # mode has no web server in front, and the page must work with no internet.
-        "http": LoopFront(ASGIStaticFilesHandler(django_asgi_app)),
+        "http": LoopFront(ASGIStaticFilesHandler(django_asgi_app)),  # type: ignore[arg-type]
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

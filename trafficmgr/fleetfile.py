@@ -136,7 +136,8 @@ class _Reader:
             lo = f"> {low}" if low_open else f">= {low}"
             self.error(path, f"{value!r} out of range ({lo} and <= {high})")
             return low
-        return value
+        number: float = value
+        return number
 
     def choice(self, value: Any, path: str, choices: tuple[str, ...]) -> str:
         if value not in choices:

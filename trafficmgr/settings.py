@@ -60,7 +60,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "regions.audit.AuditContextMiddleware",
+    "regions.audit.trail.AuditContextMiddleware",
 ]
 
 ROOT_URLCONF = "trafficmgr.urls"
@@ -154,10 +154,10 @@ if not DEBUG:
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "regions.auth.BearerTokenAuthentication",
+        "regions.access.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["regions.permissions.RolePermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["regions.access.permissions.RolePermission"],
     "DEFAULT_PARSER_CLASSES": [
         "regions.api.parsers.JSONParser",
         "rest_framework.parsers.FormParser",

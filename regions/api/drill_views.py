@@ -17,19 +17,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from regions import drill_tasks, drills
-from regions.api.errors import DomainError
+from regions.access.permissions import has_role
 from regions.api.filters import Filter, QueryFilter
 from regions.api.loop_views import flag
+from regions.drills import service, tasks
+from regions.errors import DomainError
 from regions.models import Drill, DrillStatus, Role
-from regions.permissions import has_role
 from regions.validation import Invalid, parse_json
 
 BODY_KEYS = ("kind", "target", "duration_s", "params", "force")
 MAX_BODY_BYTES = 16 * 1024
 
 
-class DrillSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+class DrillSerializer(serializers.ModelSerializer):
     class Meta:
         model = Drill
         fields = [
@@ -68,21 +68,21 @@ def read_body(request: Request) -> dict[str, Any]:
     try:
         doc = parse_json(request.body)
     except Invalid as exc:
-        raise drills.invalid(exc.field, exc.message) from None
+        raise service.invalid(exc.field, exc.message) from None
     if not isinstance(doc, dict):
-        raise drills.invalid("body", "expected a JSON object")
+        raise service.invalid("body", "expected a JSON object")
     for key in doc:
         if key not in BODY_KEYS:
-            raise drills.invalid(str(key)[:64], f"unknown field (known: {', '.join(BODY_KEYS)})")
+            raise service.invalid(str(key)[:64], f"unknown field (known: {', '.join(BODY_KEYS)})")
     for key in ("kind", "target", "duration_s"):
         if key not in doc:
-            raise drills.invalid(key, "this field is required")
+            raise service.invalid(key, "this field is required")
     if "force" in doc and not isinstance(doc["force"], bool):
-        raise drills.invalid("force", "expected true or false")
+        raise service.invalid("force", "expected true or false")
     return doc
 
 
-class DrillListView(generics.ListAPIView):  # type: ignore[type-arg]
+class DrillListView(generics.ListAPIView):
     """Drills, newest first (filter by ``target``, ``kind``, ``status``); POST starts one."""
 
     queryset = Drill.objects.order_by("-created_at", "-id")
@@ -90,7 +90,7 @@ class DrillListView(generics.ListAPIView):  # type: ignore[type-arg]
     filter_backends = [QueryFilter]
     query_filters = {
         "target": Filter("target"),
-        "kind": Filter.of_choices("kind", drills.KINDS),
+        "kind": Filter.of_choices("kind", service.KINDS),
         "status": Filter.of_choices("status", DrillStatus.values),
     }
     read_role = Role.VIEWER
@@ -99,7 +99,7 @@ class DrillListView(generics.ListAPIView):  # type: ignore[type-arg]
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: DrillSerializer})
     def post(self, request: Request) -> Response:
         doc = read_body(request)
-        drill = drills.create_drill(
+        drill = service.create_drill(
             doc["kind"],
             doc["target"],
             doc["duration_s"],
@@ -107,11 +107,11 @@ class DrillListView(generics.ListAPIView):  # type: ignore[type-arg]
             force=bool(doc.get("force")) or flag(request, "force"),
             may_force=has_role(request.user, Role.ADMIN),
         )
-        drill_tasks.dispatch(drill.pk)
+        tasks.dispatch(drill.pk)
         return Response(DrillSerializer(drill).data, status=status.HTTP_201_CREATED)
 
 
-class DrillDetailView(generics.RetrieveAPIView):  # type: ignore[type-arg]
+class DrillDetailView(generics.RetrieveAPIView):
     """One drill with its status and, once it ended, its report."""
 
     queryset = Drill.objects.select_related("report")
@@ -126,5 +126,5 @@ class DrillAbortView(APIView):
 
     @extend_schema(request=None, responses={200: DrillSerializer})
     def post(self, request: Request, pk: int) -> Response:
-        drill = drills.abort_drill(int(pk))
+        drill = service.abort_drill(int(pk))
         return Response(DrillSerializer(drill).data)

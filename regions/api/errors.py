@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -12,51 +10,12 @@ from django.db import IntegrityError
 from django.db.models import ProtectedError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from regions.validation import Invalid
+from regions.errors import DomainError
 from trafficmgr.fleetfile import FleetError
-
-
-class DomainError(Exception):
-    """A refused operation with an HTTP status, e.g. the safety valve."""
-
-    status_code = status.HTTP_409_CONFLICT
-    code = "conflict"
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        fields: dict[str, list[str]] | None = None,
-        code: str | None = None,
-        status_code: int | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.fields = fields or {}
-        self.extra = extra or {}
-        if code:
-            self.code = code
-        if status_code:
-            self.status_code = status_code
-
-
-@contextmanager
-def bad_input() -> Iterator[None]:
-    """Turn a validation error inside the block into a 400 naming the field."""
-    try:
-        yield
-    except Invalid as exc:
-        raise DomainError(
-            f"{exc.field}: {exc.message}",
-            fields={exc.field: [exc.message]},
-            code="invalid",
-            status_code=400,
-        ) from None
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -129,8 +88,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = exc.get_codes()
         code = code if isinstance(code, str) else exc.default_code
         response.data = error_body(str(code), str(exc.detail))
-        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-            response["Retry-After"] = str(max(1, int(exc.wait + 0.999)))
+        wait = getattr(exc, "wait", None)  # set by DRF on Throttled; not in its stubs
+        if isinstance(exc, exceptions.Throttled) and wait is not None:
+            response["Retry-After"] = str(max(1, int(wait + 0.999)))
     return response
 
 

@@ -103,7 +103,7 @@ class StrictChoiceField(serializers.ChoiceField):
         return super().to_internal_value(data)
 
 
-class NameRelatedField(serializers.SlugRelatedField):  # type: ignore[type-arg]
+class NameRelatedField(serializers.SlugRelatedField):
     """A related object named by its ``name``; an unknown name is named back."""
 
     default_error_messages = {
@@ -119,8 +119,8 @@ class NameRelatedField(serializers.SlugRelatedField):  # type: ignore[type-arg]
         if not isinstance(data, str):
             self.fail("type", label=self.object_label, kind=_json_type(data))
         try:
-            return self.get_queryset().get(name=data)
-        except (TypeError, ValueError, self.get_queryset().model.DoesNotExist):
+            return self.get_queryset().get(name=data)  # type: ignore[union-attr]
+        except (TypeError, ValueError, self.get_queryset().model.DoesNotExist):  # type: ignore[union-attr]
             self.fail("does_not_exist", label=self.object_label, value=repr(data[:100]))
 
 

@@ -157,7 +157,11 @@ class StrictOrderingFilter(filters.OrderingFilter):
     """``?ordering=name,-priority``; an unknown field is a 400, not silently dropped."""
 
     def remove_invalid_fields(
-        self, queryset: QuerySet[Any], fields: list[str], view: Any, request: Request
+        self,
+        queryset: QuerySet[Any],
+        fields: list[str],  # type: ignore[override]
+        view: Any,
+        request: Request,
     ) -> list[str]:
         valid = {item[0] for item in self.get_valid_fields(queryset, view, {"request": request})}
         fields = [term for term in fields if term]

@@ -12,11 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from regions.access.permissions import has_role
 from regions.api.schema import ERROR
-from regions.fleet import TYPES, apply_plan, plan_fleet
+from regions.fleet.plan import TYPES, apply_plan, plan_fleet
+from regions.fleet.services import fleet_snapshot
 from regions.models import Role
-from regions.permissions import has_role
-from regions.services import fleet_snapshot
 from trafficmgr.fleetfile import MAX_BYTES, fleet_to_dict, load_fleet_text
 
 TRUE = {"1", "true", "yes", "on"}
@@ -28,11 +28,11 @@ class FleetTextParser(parsers.BaseParser):
 
     media_type = "application/yaml"
 
-    def parse(
+    def parse(  # type: ignore[override]
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict[str, Any] | None = None,
+        parser_context: dict[str, Any] | None = None,  # type: ignore[override]
     ) -> bytes:
         if stream is None:
             return b""
@@ -67,7 +67,7 @@ class YamlRenderer(renderers.BaseRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict[str, Any] | None = None,
+        renderer_context: dict[str, Any] | None = None,  # type: ignore[override]
     ) -> bytes:
         text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
         return text.encode("utf-8")
@@ -93,17 +93,17 @@ def _fleet_text(request: Request) -> str | bytes:
     )
 
 
-class ChangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ChangeSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=["create", "update", "delete"])
     type = serializers.ChoiceField(choices=list(TYPES))
     name = serializers.CharField()
-    fields = serializers.DictField(
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(min_length=2, max_length=2),
         help_text="per changed field, [old, new] (null when absent)",
     )
 
 
-class SafetySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class SafetySerializer(serializers.Serializer):
     endpoints_before = serializers.IntegerField()
     endpoints_deleted = serializers.IntegerField()
     capacity_before = serializers.FloatField(help_text="serving decode tokens/s")
@@ -113,7 +113,7 @@ class SafetySerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
 
 
-class FleetPlanSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class FleetPlanSerializer(serializers.Serializer):
     changes = ChangeSerializer(many=True)
     summary = serializers.CharField(help_text="e.g. '2 to create, 1 to update, 0 to delete'")
     counts = serializers.DictField(child=serializers.IntegerField())
@@ -121,7 +121,7 @@ class FleetPlanSerializer(serializers.Serializer):  # type: ignore[type-arg]
     applied = serializers.BooleanField()
 
 
-class FleetApply(serializers.Serializer):  # type: ignore[type-arg]
+class FleetApply(serializers.Serializer):
     fleet = serializers.CharField(help_text="the fleet file, as YAML text")
 
 

@@ -14,7 +14,7 @@ does not hold up the decisions behind it), and hands everything else to Django:
   ``DATA_UPLOAD_MAX_MEMORY_SIZE`` and, under ``SECURE_SSL_REDIRECT``, HTTPS. Anything else
   (sessions, browsers, ``?format=``, redirects, oversized bodies) goes to Django as it came,
   the body read so far replayed;
-- the principal comes from the token cache (``regions.auth``), a miss resolved in the
+- the principal comes from the token cache (``regions.access.auth``), a miss resolved in the
   database thread. A secret that resolves to nobody, or a token of the wrong kind (an API
   token posting heartbeats, an agent asking for a route), goes to Django, whose 401/403 and
   counters are the ones of record;
@@ -52,10 +52,14 @@ from django.urls import reverse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 
-from regions import auth, completions, hotstate, ingest, snapshot
+from regions import conf, hotstate
+from regions.access import auth
 from regions.api import loop_views
-from regions.api.errors import DomainError, error_body, exception_handler
-from trafficmgr.env import env_bool
+from regions.api.errors import error_body, exception_handler
+from regions.decisions import completions
+from regions.errors import DomainError
+from regions.fleet import snapshot
+from regions.loop import ingest
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -85,7 +89,7 @@ class LoopFront:
 
     def __init__(self, app: App, enabled: bool | None = None) -> None:
         self.app = app
-        self.enabled = env_bool("TRAFFICMGR_LOOP_FRONT", True) if enabled is None else enabled
+        self.enabled = conf.loop_front_enabled() if enabled is None else enabled
         self.history = ingest.HistoryWriter()
         self.puts = PutBatch()
         self._paths: dict[str, str] | None = None  # path → HEARTBEAT, ROUTE or COMPLETIONS
@@ -144,10 +148,10 @@ class LoopFront:
         token = user.token
         doc = ingest.parse_heartbeat(body)
         ref = ingest.endpoint_ref(view, doc["endpoint"])
-        if ingest.known_binding(view, token, ref) is None:
+        if ingest.known_binding(view, token, ref) is None:  # type: ignore[arg-type]
             await self._in_db(ingest.authorise, view, token, ref)
         else:
-            ingest.authorise(view, token, ref)
+            ingest.authorise(view, token, ref)  # type: ignore[arg-type]
         put = ingest.prepare(ref, doc, time.time())
         result = ingest.conclude(view, ref, put, await self.puts.put(put))
         if result.sample is not None:

@@ -46,8 +46,8 @@ _HEADERS = {
 }
 
 
-class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "regions.auth.BearerTokenAuthentication"
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "regions.access.auth.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from django.db import models, transaction
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from regions.access.issue import TOKEN_ROLES
 from regions.api.fields import (
     MAX_ADDRESSES,
     MAX_CONTINENTS,
@@ -44,7 +45,6 @@ from regions.models import (
     Region,
     ResidencyRule,
 )
-from regions.services import TOKEN_ROLES
 
 
 class RejectUnknownFields:
@@ -64,7 +64,7 @@ class RejectUnknownFields:
         return super().to_internal_value(data)  # type: ignore[misc]
 
 
-class StrictModelSerializer(RejectUnknownFields, serializers.ModelSerializer):  # type: ignore[type-arg]
+class StrictModelSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """Refuse unknown fields, coerce nothing, and run ``Model.full_clean()``."""
 
     serializer_field_mapping = {
@@ -181,7 +181,7 @@ class EndpointSerializer(StrictModelSerializer):
 @extend_schema_field(
     {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_REGIONS}
 )
-class RegionNamesField(serializers.Field):  # type: ignore[type-arg]
+class RegionNamesField(serializers.Field):
     """A list of region names, resolved in one query; unknown names are named back."""
 
     default_error_messages = {
@@ -268,14 +268,14 @@ class FailoverPolicySerializer(StrictModelSerializer):
         ]
 
 
-class EventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+class EventSerializer(serializers.ModelSerializer):
     class Meta:
         model = Event
         fields = ["id", "at", "kind", "severity", "region", "endpoint", "message", "data"]
         read_only_fields = fields
 
 
-class AuditLogSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+class AuditLogSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditLog
         fields = [
@@ -299,7 +299,7 @@ def token_id(token: ApiToken | AgentToken) -> str:
     return f"{'agent' if isinstance(token, AgentToken) else 'api'}-{token.pk}"
 
 
-class TokenSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class TokenSerializer(serializers.Serializer):
     """A token as listed: never its secret or hash."""
 
     id = serializers.SerializerMethodField(help_text="`api-<n>` or `agent-<n>`")
@@ -328,7 +328,7 @@ class TokenCreatedSerializer(TokenSerializer):
     secret = serializers.CharField(read_only=True, help_text="shown this once; store it now")
 
 
-class TokenCreateSerializer(RejectUnknownFields, serializers.Serializer):  # type: ignore[type-arg]
+class TokenCreateSerializer(RejectUnknownFields, serializers.Serializer):
     name = StrictCharField(max_length=100, help_text="any text, to recognise the token by")
     role = StrictChoiceField(choices=TOKEN_ROLES)
     region = StrictCharField(

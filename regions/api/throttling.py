@@ -14,7 +14,7 @@ class TokenRateThrottle(SimpleRateThrottle):
 
     def get_rate(self) -> str | None:
         # Read at request time (DRF reads it at import), so a settings override applies.
-        rate: str | None = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        rate: str | None = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)  # type: ignore[assignment]
         return rate
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:

@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from regions.access.issue import TOKEN_ROLES, create_token
 from regions.api.filters import (
     BoundedSearchFilter,
     Filter,
@@ -42,7 +43,7 @@ from regions.api.serializers import (
     TokenCreateSerializer,
     TokenSerializer,
 )
-from regions.audit import current_actor
+from regions.audit.trail import current_actor
 from regions.models import (
     AdminState,
     AgentToken,
@@ -58,7 +59,6 @@ from regions.models import (
     ResidencyRule,
     Role,
 )
-from regions.services import TOKEN_ROLES, create_token
 
 # Any segment routes to the view, so a malformed name is a 404 in the error format too.
 ANY_SEGMENT = r"[^/]+"
@@ -66,7 +66,7 @@ SINCE = Filter("at__gte", kind="datetime", description="only rows at or after th
 UNTIL = Filter("at__lt", kind="datetime", description="only rows before this instant")
 
 
-class ConfigViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
+class ConfigViewSet(viewsets.ModelViewSet):
     """CRUD over a named configuration object: viewer reads, admin writes.
 
     Objects are addressed by name (``/api/v1/regions/eu-west/``), like the fleet file.
@@ -94,7 +94,7 @@ class ConfigViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
             instance.delete()
 
 
-class HistoryViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+class HistoryViewSet(viewsets.ReadOnlyModelViewSet):
     """Read-only, newest first."""
 
     filter_backends = [QueryFilter, StrictOrderingFilter]
@@ -232,7 +232,7 @@ TOKEN_FILTERS = {
         responses=TokenSerializer,
     ),
 )
-class TokenViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
+class TokenViewSet(viewsets.GenericViewSet):
     """API tokens (viewer, operator, admin) and agent tokens, in one list; admin only."""
 
     serializer_class = TokenSerializer
@@ -253,7 +253,7 @@ class TokenViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
                 wanted = spec.parse(name, raw)
                 tokens = [t for t in tokens if _token_attr(t, name) == wanted]
         tokens.sort(key=lambda t: (t.created_at, isinstance(t, ApiToken), t.pk), reverse=True)
-        page = self.paginate_queryset(tokens)  # type: ignore[arg-type]
+        page: list[ApiToken | AgentToken] | None = self.paginate_queryset(tokens)  # type: ignore[arg-type]
         return self.get_paginated_response(TokenSerializer(page, many=True).data)
 
     def retrieve(self, request: Request, token_id: str) -> Response:

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from regions import auth
+from regions.access import auth
 from regions.models import AgentToken, ApiToken
 from tests.api.api_calls import API, assert_error
 

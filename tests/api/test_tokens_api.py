@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from regions.access.tokens import hash_secret
 from regions.models import AgentToken, ApiToken
-from regions.tokens import hash_secret
 from tests.api.api_calls import API, assert_error, send_json
 
 pytestmark = pytest.mark.django_db

@@ -19,17 +19,20 @@ Headers = list[tuple[bytes, bytes]]
 @pytest.fixture(autouse=True)
 def _in_process(settings: Any) -> Iterator[Any]:
     """Plain HTTP for the test client, the in-memory channel layer, a fresh hot state."""
-    from regions import controlrecord, decisions, hotstate, snapshot
+    from regions import hotstate
+    from regions.decisions import route
+    from regions.fleet import snapshot
+    from regions.loop import history
 
     settings.SECURE_SSL_REDIRECT = False
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     store = hotstate.MemoryHotState()
     hotstate.use(store)
-    for module in (snapshot, decisions, controlrecord):
+    for module in (snapshot, route, history):
         module.forget()
     yield store
     hotstate.use(None)
-    for module in (snapshot, decisions, controlrecord):
+    for module in (snapshot, route, history):
         module.forget()
 
 

@@ -53,7 +53,7 @@ MAKE_USERS = """
 import json, os
 from django.contrib.auth.models import Group, User
 from regions.models import Region
-from regions.services import create_token
+from regions.access.issue import create_token
 for role in ("operator", "viewer"):
     user = User.objects.create_user("test-" + role, password=os.environ["DASHBOARD_TEST_PASSWORD"])
     user.groups.add(Group.objects.get_or_create(name=role)[0])

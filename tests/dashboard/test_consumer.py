@@ -154,7 +154,7 @@ def test_group_messages_reach_every_dashboard(world: Any, make_user: Any, ws_hea
 def test_a_control_loop_tick_reaches_the_page(
     world: Any, make_user: Any, ws_headers: Any, _in_process: Any
 ) -> None:
-    from regions import controlloop
+    from regions.loop import control
     from regions.models import Event
 
     headers = ws_headers(make_user("viewer"))
@@ -164,7 +164,7 @@ def test_a_control_loop_tick_reaches_the_page(
 
     async def scenario() -> None:
         comm, _ = await connected(headers)
-        result = await database_sync_to_async(controlloop.run_tick)(now)
+        result = await database_sync_to_async(control.run_tick)(now)
         update = await until(comm, "table.update")
         assert update["version"] == result.version == update["table"]["version"]
         assert update["table"]["regions"]["eu-west"]["state"] == "healthy"
@@ -180,7 +180,7 @@ def test_a_control_loop_tick_reaches_the_page(
         )
         for name in ("euw-1", "euw-2", "aps-1"):
             _in_process.put_heartbeat(heartbeat(name, now + 1), bucket=0)
-        await database_sync_to_async(controlloop.run_tick)(now + 1)
+        await database_sync_to_async(control.run_tick)(now + 1)
         seen: set[int] = set()
         while event.id not in seen:  # the first tick's transitions come first
             seen.update(e["id"] for e in (await until(comm, "events.new"))["events"])
@@ -219,7 +219,7 @@ def test_an_operators_drain_reaches_the_page(
 ) -> None:
     from django.test import Client
 
-    monkeypatch.setattr("regions.actions._tick_soon", lambda: None)  # no Celery task
+    monkeypatch.setattr("regions.loop.actions._tick_soon", lambda: None)  # no Celery task
     operator = make_user("operator")
     http = Client()
     http.force_login(operator)

@@ -29,7 +29,7 @@ _loop_task: asyncio.Task[None] | None = None
 
 
 async def _tick_forever() -> None:
-    from regions import controlloop
+    from regions.loop import control as controlloop
 
     interval = controlloop.tick_seconds()
     while True:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from regions import drill_tasks
+from regions.drills import tasks
 from regions.hotstate import MemoryHotState
 from tests.loop.conftest import hb_doc
 
@@ -28,7 +28,7 @@ REGION_OF = {
     "aps-1": "ap-south",
 }
 SERVING = ("euw-1", "euw-2", "aps-1")
-REAL_DISPATCH = drill_tasks.dispatch
+REAL_DISPATCH = tasks.dispatch
 
 
 class RecordingHotState(MemoryHotState):
@@ -50,8 +50,11 @@ class RecordingHotState(MemoryHotState):
 def store(settings: Any) -> Iterator[RecordingHotState]:
     """A fresh recording hot state, per-process caches emptied, a private liveness cache and
     an in-memory channel layer, whatever REDIS_URL says (Redis tests build their own store)."""
-    from regions import controlrecord, decisions, hotstate, snapshot
+    from regions import hotstate
     from regions.api.loop_views import LoopRateThrottle
+    from regions.decisions import route
+    from regions.fleet import snapshot
+    from regions.loop import history
 
     settings.SECURE_SSL_REDIRECT = False
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -64,11 +67,11 @@ def store(settings: Any) -> Iterator[RecordingHotState]:
     LoopRateThrottle._windows.clear()
     recording = RecordingHotState()
     hotstate.use(recording)
-    for module in (snapshot, decisions, controlrecord):
+    for module in (snapshot, route, history):
         module.forget()
     yield recording
     hotstate.use(None)
-    for module in (snapshot, decisions, controlrecord):
+    for module in (snapshot, route, history):
         module.forget()
 
 
@@ -76,13 +79,13 @@ def store(settings: Any) -> Iterator[RecordingHotState]:
 def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Drill ids the API started; nothing actually runs (``REAL_DISPATCH`` would)."""
     started: list[int] = []
-    monkeypatch.setattr(drill_tasks, "dispatch", started.append)
+    monkeypatch.setattr(tasks, "dispatch", started.append)
     return started
 
 
 @pytest.fixture
 def agent_tokens(world: Any) -> dict[str, Any]:
-    from regions.services import create_token
+    from regions.access.issue import create_token
 
     return {
         r: create_token(f"agent-{r}", "agent", region=r, created_by="tests")[0]
@@ -93,8 +96,8 @@ def agent_tokens(world: Any) -> dict[str, Any]:
 @pytest.fixture
 def healthy(agent_tokens: dict[str, Any]) -> Callable[..., float]:
     """``healthy(**doc_args)``: heartbeats of the serving endpoints, then a tick; returns now."""
-    from regions import ingest
-    from regions.controlloop import run_tick
+    from regions.loop import ingest
+    from regions.loop.control import run_tick
 
     def beat(endpoints: tuple[str, ...] = SERVING, **kwargs: Any) -> float:
         kwargs = {"kv": 0.05, "running": 2, "util": 5.0, **kwargs}  # lightly loaded unless told

@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from regions import drills
-from regions.drill_measure import MeasureSetup
-from regions.drill_runner import run_drill
+from regions.drills import service
+from regions.drills.measure import MeasureSetup
+from regions.drills.runner import run_drill
 from regions.models import Drill, DrillStatus, Event, EventKind
 from tests.drills.conftest import RecordingHotState, api_drill
 from tests.loop.conftest import wait_for
@@ -38,14 +38,14 @@ def start_runner(drill_id: int) -> threading.Thread:
 def test_a_dead_runners_probe_token_is_revoked_on_rollback(
     world: Any, store: RecordingHotState
 ) -> None:
+    from regions.access.issue import create_token
     from regions.models import ApiToken
-    from regions.services import create_token
 
     dangling = stored_drill(DrillStatus.RUNNING, ["euw-1"])
-    issued, _ = create_token(drills.probe_token_name(dangling.pk), "viewer", created_by="drill")
+    issued, _ = create_token(service.probe_token_name(dangling.pk), "viewer", created_by="drill")
     other, _ = create_token("drill 9999 route probes", "viewer", created_by="drill")
 
-    assert drills.rollback_dangling_drills() == [dangling.pk]
+    assert service.rollback_dangling_drills() == [dangling.pk]
 
     assert ApiToken.objects.get(pk=issued.pk).revoked_at is not None
     assert ApiToken.objects.get(pk=other.pk).revoked_at is None
@@ -133,11 +133,11 @@ def stored_drill(status: str, endpoints: list[str], age_s: float = 0.0) -> Drill
 def test_dangling_drills_are_rolled_back_on_start(world: Any, store: RecordingHotState) -> None:
     dangling = stored_drill(DrillStatus.RUNNING, ["euw-1", "euw-2"])
     live = stored_drill(DrillStatus.RUNNING, ["aps-1"])
-    drills.mark_alive(live.pk)
+    service.mark_alive(live.pk)
     queued = stored_drill(DrillStatus.PENDING, ["use-1"])
     forgotten = stored_drill(DrillStatus.PENDING, ["use-2"], age_s=600)
 
-    rolled = drills.rollback_dangling_drills()
+    rolled = service.rollback_dangling_drills()
 
     assert sorted(rolled) == sorted([dangling.pk, forgotten.pk])
     dangling.refresh_from_db()
@@ -150,10 +150,10 @@ def test_dangling_drills_are_rolled_back_on_start(world: Any, store: RecordingHo
     assert Drill.objects.get(pk=queued.pk).status == DrillStatus.PENDING
     assert Event.objects.filter(kind=EventKind.DRILL, data__drill=dangling.pk).exists()
     # A second start finds nothing left to roll back.
-    assert drills.rollback_dangling_drills() == []
+    assert service.rollback_dangling_drills() == []
     # On a restart nothing is alive any more, and nothing is waited for.
-    drills.mark_gone(live.pk)
-    assert sorted(drills.rollback_dangling_drills(pending_grace_s=0)) == [live.pk, queued.pk]
+    service.mark_gone(live.pk)
+    assert sorted(service.rollback_dangling_drills(pending_grace_s=0)) == [live.pk, queued.pk]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -171,7 +171,7 @@ def test_a_runner_keeps_its_drill_alive(
     drill_id = created.json()["id"]
     runner = start_runner(drill_id)
     wait_for(lambda: store.kinds_for("euw-2"), timeout=10, step=0.05)
-    assert drills.rollback_dangling_drills() == []
+    assert service.rollback_dangling_drills() == []
     assert Drill.objects.get(pk=drill_id).status == DrillStatus.RUNNING
     deadline = time.monotonic() + 30
     while runner.is_alive() and time.monotonic() < deadline:

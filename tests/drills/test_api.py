@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from regions import drills
+from regions.drills import service
 from regions.models import Drill, DrillReport, DrillStatus
 from tests.drills.conftest import api_drill
 
@@ -46,28 +46,28 @@ def test_list_and_detail_with_the_report(
 
 def test_instructions_follow_the_kind(world: Any) -> None:
     fleet = world
-    outage = drills.resolve(fleet, "region_outage", "eu-west", 10, None)
+    outage = service.resolve(fleet, "region_outage", "eu-west", 10, None)
     assert (outage.instruction, outage.endpoints, outage.region_out) == (
         "report_unhealthy",
         ("euw-1", "euw-2"),
         True,
     )
-    silence = drills.resolve(fleet, "agent_silence", "euw-2", 10, None)
+    silence = service.resolve(fleet, "agent_silence", "euw-2", 10, None)
     assert (silence.instruction, silence.endpoints, silence.region_out) == (
         "silence",
         ("euw-2",),
         False,
     )
-    failure = drills.resolve(fleet, "endpoint_failure", "eu-west", 10, {"endpoint": "euw-2"})
+    failure = service.resolve(fleet, "endpoint_failure", "eu-west", 10, {"endpoint": "euw-2"})
     assert failure.endpoints == ("euw-2",)
-    slow = drills.resolve(fleet, "latency", "eu-west", 10, {"added_ms": 750})
+    slow = service.resolve(fleet, "latency", "eu-west", 10, {"added_ms": 750})
     assert slow.agent_params == {"add_ms": 750.0} and slow.capacity_kept == 1.0
-    hot = drills.resolve(fleet, "gpu_degraded", "euw-1", 10, None)
+    hot = service.resolve(fleet, "gpu_degraded", "euw-1", 10, None)
     assert hot.instruction == "degrade_gpu" and hot.agent_params == {"gpus": "all"}
     assert 0 < hot.capacity_kept < 1
-    broken = drills.resolve(fleet, "gpu_degraded", "euw-1", 10, {"xid": 79, "gpus": [0]})
+    broken = service.resolve(fleet, "gpu_degraded", "euw-1", 10, {"xid": 79, "gpus": [0]})
     assert broken.agent_params == {"gpus": [0], "xid": 79} and broken.capacity_kept == 0
-    half = drills.resolve(fleet, "capacity_loss", "eu-west", 10, {"fraction": 0.5})
+    half = service.resolve(fleet, "capacity_loss", "eu-west", 10, {"fraction": 0.5})
     assert half.endpoints == ("euw-1",)  # the largest first
-    both = drills.resolve(fleet, "capacity_loss", "eu-west", 10, {"count": 2})
+    both = service.resolve(fleet, "capacity_loss", "eu-west", 10, {"count": 2})
     assert both.endpoints == ("euw-1", "euw-2") and both.region_out

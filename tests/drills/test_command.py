@@ -46,9 +46,9 @@ def test_missing_flags_and_unreachable_servers_are_errors(world: Any) -> None:
 
 @pytest.mark.django_db
 def test_abort_from_the_shell(world: Any, store: RecordingHotState) -> None:
-    from regions import drills
+    from regions.drills import service
 
-    drill = drills.create_drill("latency", "euw-1", 30)
+    drill = service.create_drill("latency", "euw-1", 30)
     code, out = run("--abort", str(drill.pk))
     assert code == 0, out
     assert Drill.objects.get(pk=drill.pk).status == DrillStatus.ABORTED
@@ -68,12 +68,12 @@ def test_remote_drill_prints_progress_and_writes_the_report(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    from regions import drill_measure, drill_tasks
+    from regions.drills import measure, tasks
 
-    monkeypatch.setattr(drill_tasks, "dispatch", REAL_DISPATCH)
-    monkeypatch.setattr(drill_tasks, "eager", lambda: True)  # on a thread, as embedded
-    monkeypatch.setattr(drill_measure, "_configured", None)
-    drill_measure.configure(dns=None)  # no DNS server here: DNS is left unmeasured
+    monkeypatch.setattr(tasks, "dispatch", REAL_DISPATCH)
+    monkeypatch.setattr(tasks, "eager", lambda: True)  # on a thread, as embedded
+    monkeypatch.setattr(measure, "_configured", None)
+    measure.configure(dns=None)  # no DNS server here: DNS is left unmeasured
     feeder(("euw-1", "aps-1"))  # euw-2 has no agent: the fault is never taken
     token = make_client("operator").token_secret
     out_json, out_png = tmp_path / "drill.json", tmp_path / "drill.png"

@@ -12,8 +12,10 @@ import pytest
 
 from agents.drill import DrillState
 from agents.heartbeat import Heartbeat, ProbeReading
-from regions import drills, hotstate, ingest
-from regions.drill_spec import KINDS
+from regions import hotstate
+from regions.drills import service
+from regions.drills.spec import KINDS
+from regions.loop import ingest
 from regions.models import Drill, DrillStatus
 from tests.drills.conftest import REGION_OF
 from tests.loop.conftest import hb_doc
@@ -30,8 +32,8 @@ def beat(agent_tokens: dict[str, Any], name: str) -> dict[str, Any]:
 def test_every_kind_is_delivered_and_obeyed(
     world: Any, agent_tokens: dict[str, Any], kind: str
 ) -> None:
-    spec = drills.resolve(world, kind, "eu-west", 20, None)
-    drills.inject(spec, 7, spec.endpoints, 20)
+    spec = service.resolve(world, kind, "eu-west", 20, None)
+    service.inject(spec, 7, spec.endpoints, 20)
     name = spec.endpoints[0]
     reply = beat(agent_tokens, name)
     instruction = reply["drill"]
@@ -53,7 +55,7 @@ def test_every_kind_is_delivered_and_obeyed(
 
 @pytest.fixture
 def redis_store(redis_url: str) -> Iterator[Any]:
-    from regions.hotstate_redis import RedisHotState
+    from regions.hotstate.redis_store import RedisHotState
 
     store = RedisHotState(redis_url, prefix=f"trafficmgr-test-drills-{uuid.uuid4().hex[:10]}")
     hotstate.use(store)
@@ -67,7 +69,7 @@ def redis_store(redis_url: str) -> Iterator[Any]:
 def test_rollback_reaches_agents_through_redis(
     world: Any, agent_tokens: dict[str, Any], redis_store: Any
 ) -> None:
-    spec = drills.resolve(world, "region_outage", "eu-west", 30, None)
+    spec = service.resolve(world, "region_outage", "eu-west", 30, None)
     drill = Drill.objects.create(
         kind="region_outage",
         target="eu-west",
@@ -75,10 +77,10 @@ def test_rollback_reaches_agents_through_redis(
         status=DrillStatus.RUNNING,
         params={"resolved": spec.resolved()},
     )
-    drills.inject(spec, drill.pk, spec.endpoints, 30)
+    service.inject(spec, drill.pk, spec.endpoints, 30)
     assert beat(agent_tokens, "euw-1")["drill"]["kind"] == "report_unhealthy"
 
-    assert drills.rollback_dangling_drills() == [drill.pk]
+    assert service.rollback_dangling_drills() == [drill.pk]
     # euw-1 took the fault and now hears the end of it; euw-2's fault, never taken, is
     # replaced by the cancel.
     for name in ("euw-1", "euw-2"):

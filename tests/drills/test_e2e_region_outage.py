@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from regions.drill_measure import MeasureSetup
-from regions.drill_runner import run_drill
+from regions.drills.measure import MeasureSetup
+from regions.drills.runner import run_drill
 from tests.drills.conftest import RecordingHotState
 from tests.loop.conftest import wait_for
 
@@ -70,9 +70,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def fleet(transactional_db: None, postgres_db: str) -> Any:
-    from regions.audit import acting_as
-    from regions.fleet import apply_plan, plan_fleet
-    from regions.services import fleet_snapshot
+    from regions.audit.trail import acting_as
+    from regions.fleet.plan import apply_plan, plan_fleet
+    from regions.fleet.services import fleet_snapshot
     from trafficmgr.fleetfile import load_fleet_text
 
     with acting_as("fixture:e2e", "system"):
@@ -85,8 +85,8 @@ def running_fleet(fleet: Any, live_server: Any, store: RecordingHotState) -> Ite
     """The loop ticking, the DNS server answering, an agent per endpoint; stopped afterwards."""
     from agents.cli import build_agent
     from agents.config import AgentConfig
-    from regions.controlloop import EmbeddedTicker
-    from regions.services import create_token
+    from regions.access.issue import create_token
+    from regions.loop.control import EmbeddedTicker
     from trafficmgr.dns.config import ServerConfig
     from trafficmgr.dns.server import DnsServer, ServerThread
 
@@ -133,13 +133,13 @@ def all_healthy(store: RecordingHotState) -> bool:
 def test_region_outage_moves_dns_within_targets(
     running_fleet: dict[str, Any], store: RecordingHotState
 ) -> None:
-    from regions import drills
-    from regions.audit import acting_as
+    from regions.audit.trail import acting_as
+    from regions.drills import service
 
     started = time.monotonic()
     wait_for(lambda: all_healthy(store), timeout=15)
     with acting_as("e2e", "cli"):
-        drill = drills.create_drill("region_outage", "eu-west", 8, {"recovery_wait_s": 20})
+        drill = service.create_drill("region_outage", "eu-west", 8, {"recovery_wait_s": 20})
     setup = MeasureSetup(dns=running_fleet["dns"], route_url=running_fleet["url"], baseline_s=1.5)
     lines: list[str] = []
     report = run_drill(drill.pk, setup, lines.append)

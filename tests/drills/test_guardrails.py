@@ -104,7 +104,7 @@ def test_a_region_with_failover_paused_is_refused(
     world: Any, healthy: Callable[..., float], operator_client: Any
 ) -> None:
     Region.objects.filter(name="eu-west").update(failover_paused=True)
-    from regions import snapshot
+    from regions.fleet import snapshot
 
     snapshot.forget()
     healthy()
@@ -123,13 +123,13 @@ def test_a_region_already_down_is_refused(
 def test_the_guardrails_are_checked_again_when_the_drill_starts(
     world: Any, healthy: Callable[..., float], operator_client: Any
 ) -> None:
-    from regions.drill_measure import MeasureSetup
-    from regions.drill_runner import run_drill
+    from regions.drills.measure import MeasureSetup
+    from regions.drills.runner import run_drill
 
     healthy()
     created = api_drill(operator_client, kind="endpoint_failure", target="euw-1", duration_s=10)
     Region.objects.filter(name="eu-west").update(admin_state="drained")
-    from regions import snapshot
+    from regions.fleet import snapshot
 
     snapshot.forget()
     report = run_drill(created.json()["id"], MeasureSetup(dns=None))
@@ -139,13 +139,13 @@ def test_the_guardrails_are_checked_again_when_the_drill_starts(
 
 
 def test_a_drill_whose_target_left_the_fleet_is_abandoned(world: Any, operator_client: Any) -> None:
-    from regions.drill_measure import MeasureSetup
-    from regions.drill_runner import run_drill
+    from regions.drills.measure import MeasureSetup
+    from regions.drills.runner import run_drill
     from regions.models import Endpoint
 
     created = api_drill(operator_client, kind="latency", target="euw-2", duration_s=10)
     Endpoint.objects.filter(name="euw-2").delete()
-    from regions import snapshot
+    from regions.fleet import snapshot
 
     snapshot.forget()
     assert run_drill(created.json()["id"], MeasureSetup(dns=None)) is None
@@ -200,11 +200,12 @@ def eu_fleet(db: None) -> Callable[..., float]:
     import json
     import time
 
-    from regions import ingest, snapshot
-    from regions.audit import acting_as
-    from regions.controlloop import run_tick
-    from regions.fleet import apply_plan, plan_fleet
-    from regions.services import create_token
+    from regions.access.issue import create_token
+    from regions.audit.trail import acting_as
+    from regions.fleet import snapshot
+    from regions.fleet.plan import apply_plan, plan_fleet
+    from regions.loop import ingest
+    from regions.loop.control import run_tick
     from tests.loop.conftest import hb_doc
     from trafficmgr.fleetfile import load_fleet_text
 
@@ -268,8 +269,9 @@ def test_a_drill_outside_a_strict_zones_regions_is_not_held_by_it(
 def test_a_strict_zone_with_room_passes_and_the_fault_rechecks_it(
     eu_fleet: Callable[..., float], operator_client: Any
 ) -> None:
-    from regions import drill_guardrails, snapshot
-    from regions.drill_spec import resolve
+    from regions.drills import guardrails as drill_guardrails
+    from regions.drills.spec import resolve
+    from regions.fleet import snapshot
 
     eu_fleet(kv=0.05)  # EU demand 1,030 tokens/s: eu-central alone covers it plus 10 %
     response = api_drill(operator_client, kind="region_outage", target="eu-west", duration_s=10)
@@ -293,7 +295,7 @@ def test_a_strict_zone_with_room_passes_and_the_fault_rechecks_it(
 
 
 def test_each_strict_rule_is_checked_in_the_regions_the_engine_allows_its_zones() -> None:
-    from regions.drill_guardrails import strict_zones
+    from regions.drills.guardrails import strict_zones
     from trafficmgr.fleetfile import load_fleet_text
 
     text = EU_FLEET.replace(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from regions.drill_measure import Answer, Vantage
-from regions.drill_report import Observations, TableSample, build
+from regions.drills.measure import Answer, Vantage
+from regions.drills.report import Observations, TableSample, build
 
 T0 = 1_800_000_000.0  # the injection
 FAULT = T0 + 0.4  # the last agent took the fault

@@ -54,7 +54,7 @@ def describe(tables: list[Published], since: float) -> str:
 def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
     cluster: Cluster,
 ) -> None:
-    from regions.drill_report import JITTER_S  # timer slack, as the drills' verdict allows
+    from regions.drills.report import JITTER_S  # timer slack, as the drills' verdict allows
 
     policy = cluster.fleet["failover"]
     interval, misses = float(policy["heartbeat_interval_s"]), int(policy["miss_threshold"])

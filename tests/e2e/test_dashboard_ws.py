@@ -187,7 +187,7 @@ async def drain_round(api: Api, dashboards: list[Dashboard]) -> None:
             f"the dashboards saw {REGION} drained first in different tables: {versions}"
         )
         # The API's worker rereads the published table's version at most every 0.2 s
-        # (regions.hotstate_redis.VERSION_CHECK_S): it may lag the push by that much.
+        # (regions.hotstate.redis_store.VERSION_CHECK_S): it may lag the push by that much.
         await asyncio.to_thread(
             wait_until,
             lambda: api.table()["regions"][REGION]["state"] == "drained",

@@ -65,7 +65,7 @@ def brief(report: dict[str, Any]) -> str:
 def test_region_outage_drill_on_separate_processes_meets_the_targets(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    from regions.drill_report import JITTER_S  # the verdict's timer-scheduling slack
+    from regions.drills.report import JITTER_S  # the verdict's timer-scheduling slack
 
     policy = cluster.fleet["failover"]
     detect_s = int(policy["miss_threshold"]) * float(policy["heartbeat_interval_s"]) + 1.0
@@ -266,8 +266,8 @@ def test_stopping_the_drill_runner_mid_drill_rolls_the_fault_back_at_once(
 def test_killing_the_drill_runner_mid_drill_rolls_the_fault_back(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    from regions.drill_tasks import REAP_EVERY_S
-    from regions.drills import ALIVE_TTL_S
+    from regions.drills.service import ALIVE_TTL_S
+    from regions.drills.tasks import REAP_EVERY_S
 
     api = Api(cluster.url, cluster.tokens["admin"])
     cluster.wait_settled()

@@ -83,20 +83,23 @@ IN_IP = "49.207.0.1"
 @pytest.fixture(autouse=True)
 def fresh_hot_state() -> Iterator[Any]:
     """A fresh in-process hot state and empty per-process caches for each test."""
-    from regions import controlrecord, decisions, hotstate, snapshot
+    from regions import hotstate
     from regions.api.loop_views import LoopRateThrottle
+    from regions.decisions import route
+    from regions.fleet import snapshot
+    from regions.loop import history
 
     LoopRateThrottle._windows.clear()
     store = hotstate.MemoryHotState()
     hotstate.use(store)
     snapshot.forget()
-    decisions.forget()
-    controlrecord.forget()
+    route.forget()
+    history.forget()
     yield store
     hotstate.use(None)
     snapshot.forget()
-    decisions.forget()
-    controlrecord.forget()
+    route.forget()
+    history.forget()
 
 
 @pytest.fixture(autouse=True)
@@ -108,9 +111,9 @@ def plain_http(settings: Any) -> None:
 @pytest.fixture
 def loop_world(db: None) -> Any:
     """Apply the loop world; returns the stored fleet as the engine sees it."""
-    from regions.audit import acting_as
-    from regions.fleet import apply_plan, plan_fleet
-    from regions.services import fleet_snapshot
+    from regions.audit.trail import acting_as
+    from regions.fleet.plan import apply_plan, plan_fleet
+    from regions.fleet.services import fleet_snapshot
     from trafficmgr.fleetfile import load_fleet_text
 
     with acting_as("fixture:loop_world", "system"):
@@ -121,7 +124,7 @@ def loop_world(db: None) -> Any:
 @pytest.fixture
 def agent_tokens(loop_world: Any) -> dict[str, Any]:
     """An agent token per region of the loop world: region → (token, secret)."""
-    from regions.services import create_token
+    from regions.access.issue import create_token
 
     return {
         r: create_token(f"agent-{r}", "agent", region=r, created_by="tests")
@@ -213,7 +216,7 @@ def hb_doc(
 @pytest.fixture
 def feed(agent_tokens: dict[str, Any]) -> Callable[..., None]:
     """``feed(at, endpoints=ENDPOINTS, **doc_args)``: ingest heartbeats received at ``at``."""
-    from regions import ingest
+    from regions.loop import ingest
 
     def send(at: float, endpoints: tuple[str, ...] | list[str] = ENDPOINTS, **kwargs: Any) -> None:
         for name in endpoints:
@@ -232,7 +235,7 @@ def set_all_down(loop_world: Any) -> Callable[[str], None]:
 
     def switch(mode: str) -> None:
         FailoverPolicy.objects.filter(name="default").update(all_down=mode)
-        from regions import snapshot
+        from regions.fleet import snapshot
 
         snapshot.forget()
 
@@ -243,7 +246,7 @@ def set_all_down(loop_world: Any) -> Callable[[str], None]:
 def redis_store(redis_url: str) -> Iterator[Any]:
     """A Redis hot state under a prefix of its own, removed afterwards."""
     from regions import hotstate
-    from regions.hotstate_redis import RedisHotState
+    from regions.hotstate.redis_store import RedisHotState
 
     store = RedisHotState(redis_url, prefix=f"trafficmgr-test-{uuid.uuid4().hex[:10]}")
     hotstate.use(store)

@@ -43,7 +43,7 @@ def database_url() -> str:
 @pytest.fixture
 def celery_redis(redis_url: str) -> Iterator[Any]:
     from regions import hotstate
-    from regions.hotstate_redis import RedisHotState
+    from regions.hotstate.redis_store import RedisHotState
 
     url = own_database(redis_url)
     store = RedisHotState(url)
@@ -81,7 +81,7 @@ def test_worker_and_beat_publish_and_fail_over(
 ) -> None:
     import json
 
-    from regions import ingest
+    from regions.loop import ingest
     from regions.models import RoutingTableVersion
     from tests.loop.conftest import hb_doc
 

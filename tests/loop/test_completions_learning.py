@@ -26,7 +26,7 @@ class Process:
     """One web process: its own region pickers and its own hot-state client."""
 
     def __init__(self, store: Any) -> None:
-        from regions import decisions
+        from regions.decisions import route as decisions
 
         self.store = store
         self.loads: dict[str, Any] = {}
@@ -34,7 +34,8 @@ class Process:
 
     @contextmanager
     def running(self, monkeypatch: Any) -> Iterator[None]:
-        from regions import decisions, hotstate
+        from regions import hotstate
+        from regions.decisions import route as decisions
 
         with monkeypatch.context() as m:
             m.setattr(decisions, "_loads", self.loads)
@@ -47,7 +48,8 @@ class Process:
 
     def learned(self, region: str = "eu-west", model: str = MODEL) -> int:
         """Rebuild the region's candidates (as a decision would); return the observations."""
-        from regions import decisions, snapshot
+        from regions.decisions import route as decisions
+        from regions.fleet import snapshot
 
         view = snapshot.current()
         now = time.time()
@@ -60,7 +62,7 @@ def processes(
     request: pytest.FixtureRequest, loop_world: Any, monkeypatch: Any
 ) -> Iterator[tuple[Process, Process]]:
     """Two processes sharing one hot state; candidates rebuilt on every look."""
-    from regions import decisions
+    from regions.decisions import route as decisions
 
     monkeypatch.setattr(decisions, "LOADS_TTL_S", 0.0)
     if request.param == "memory":
@@ -69,7 +71,7 @@ def processes(
         store = MemoryHotState()
         yield Process(store), Process(store)
         return
-    from regions.hotstate_redis import RedisHotState
+    from regions.hotstate.redis_store import RedisHotState
 
     url = request.getfixturevalue("redis_url")
     prefix = f"trafficmgr-test-{uuid.uuid4().hex[:10]}"
@@ -118,7 +120,7 @@ def test_a_completion_reported_to_one_process_is_learned_by_another(
 def test_a_first_look_replays_a_bounded_tail_then_reads_in_bounded_steps(
     processes: tuple[Process, Process], viewer_client: Any, monkeypatch: Any
 ) -> None:
-    from regions import decisions
+    from regions.decisions import route as decisions
 
     monkeypatch.setattr(decisions, "COMPLETIONS_REPLAY", 10)
     monkeypatch.setattr(decisions, "COMPLETIONS_PER_READ", 4)
@@ -134,7 +136,7 @@ def test_a_first_look_replays_a_bounded_tail_then_reads_in_bounded_steps(
 def test_a_new_fleet_view_keeps_what_the_picker_learned(
     processes: tuple[Process, Process], viewer_client: Any, monkeypatch: Any
 ) -> None:
-    from regions import snapshot
+    from regions.fleet import snapshot
 
     a, _ = processes
     with a.running(monkeypatch):
@@ -147,7 +149,9 @@ def test_a_new_fleet_view_keeps_what_the_picker_learned(
 
 
 def test_overlapping_reads_feed_each_entry_once(loop_world: Any, fresh_hot_state: Any) -> None:
-    from regions import completions, decisions, snapshot
+    from regions.decisions import completions
+    from regions.decisions import route as decisions
+    from regions.fleet import snapshot
 
     body = json.dumps(
         {
@@ -178,7 +182,7 @@ def test_overlapping_reads_feed_each_entry_once(loop_world: Any, fresh_hot_state
 def test_a_failed_read_skips_learning_not_the_decision(
     live: float, viewer_client: Any, fresh_hot_state: Any, monkeypatch: Any
 ) -> None:
-    from regions import decisions
+    from regions.decisions import route as decisions
 
     def broken(*args: Any) -> Any:
         raise ConnectionError("redis went away")
@@ -191,8 +195,8 @@ def test_a_failed_read_skips_learning_not_the_decision(
 @pytest.fixture
 def live(feed: Any, monkeypatch: Any) -> float:
     """Every endpoint reported just now and a tick published the table."""
-    from regions import decisions
-    from regions.controlloop import run_tick
+    from regions.decisions import route as decisions
+    from regions.loop.control import run_tick
 
     monkeypatch.setattr(decisions, "LOADS_TTL_S", 0.0)
     now = time.time()
@@ -241,7 +245,7 @@ def test_route_shows_the_output_length_learned_for_a_prefix(
 def test_the_picker_is_told_each_completion_with_its_latency_in_seconds(
     processes: tuple[Process, Process], viewer_client: Any, monkeypatch: Any
 ) -> None:
-    from regions import decisions
+    from regions.decisions import route as decisions
 
     a, _ = processes
     with a.running(monkeypatch):
@@ -264,7 +268,7 @@ def test_what_one_region_learns_every_region_of_the_process_uses(
 ) -> None:
     """One estimator and one latency tail per process: answers' lengths and the service's P99
     are not a region's own."""
-    from regions import decisions
+    from regions.decisions import route as decisions
 
     long = {"endpoint": "euw-1", "model": MODEL, "input_tokens": 2000}  # eu-west's endpoint
     report(viewer_client, 60, **long, output_tokens=2500, prefix_hashes=[8080], latency_ms=900)

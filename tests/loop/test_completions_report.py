@@ -52,7 +52,7 @@ def stored(store: Any) -> dict[str, list[Any]]:
 @pytest.fixture
 def unchanged(loop_world: Any, fresh_hot_state: Any) -> Callable[[], Any]:
     """``with unchanged(): ...``: the streams are as before (one report stored first)."""
-    from regions import completions
+    from regions.decisions import completions
 
     completions.report(json.dumps({"completions": [GOOD]}).encode())
 
@@ -68,7 +68,7 @@ def unchanged(loop_world: Any, fresh_hot_state: Any) -> Callable[[], Any]:
 def test_a_report_is_accepted_and_stored_by_region(
     viewer_client: Any, loop_world: Any, fresh_hot_state: Any
 ) -> None:
-    from regions.hotstate import Completion
+    from trafficmgr.contracts import Completion
 
     hashes = list(range(40))
     doc = {
@@ -295,7 +295,7 @@ def test_an_oversized_body_is_413(viewer_client: Any, unchanged: Any) -> None:
 def test_the_reports_own_size_bound_is_413(
     viewer_client: Any, unchanged: Any, monkeypatch: Any
 ) -> None:
-    from regions import completions
+    from regions.decisions import completions
 
     monkeypatch.setattr(completions, "MAX_BODY_BYTES", 1000)
     with unchanged():

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from regions.hotstate import Completion, decode_completions, stream_position
+from trafficmgr.contracts import Completion, decode_completions, stream_position
 
 
 def done(i: int, endpoint: str = "euw-1") -> Completion:
@@ -50,10 +50,10 @@ def test_reading_after_an_id_gives_what_is_newer_bounded(store: Any) -> None:
 
 
 def test_each_stream_is_bounded(store: Any, monkeypatch: Any) -> None:
-    from regions import hotstate, hotstate_redis
+    from regions.hotstate import memory, redis_store
 
-    monkeypatch.setattr(hotstate, "COMPLETIONS_MAXLEN", 100)
-    monkeypatch.setattr(hotstate_redis, "COMPLETIONS_MAXLEN", 100)
+    monkeypatch.setattr(memory, "COMPLETIONS_MAXLEN", 100)
+    monkeypatch.setattr(redis_store, "COMPLETIONS_MAXLEN", 100)
     for start in range(0, 2000, 500):
         store.add_completions({"eu-west": [done(i) for i in range(start, start + 500)]})
     kept = store.completions("eu-west", None, 10_000)

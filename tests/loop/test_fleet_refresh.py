@@ -13,8 +13,8 @@ T0 = 1_800_000_000.0
 
 
 def test_a_view_about_to_expire_is_reloaded_after_the_tick(feed: Any) -> None:
-    from regions import snapshot
-    from regions.controlloop import run_tick
+    from regions.fleet import snapshot
+    from regions.loop.control import run_tick
 
     feed(T0)
     run_tick(T0, interval_s=1.0)
@@ -30,8 +30,8 @@ def test_a_view_about_to_expire_is_reloaded_after_the_tick(feed: Any) -> None:
 
 
 def test_a_failed_reload_does_not_fail_the_tick(feed: Any, monkeypatch: Any) -> None:
-    from regions import snapshot
-    from regions.controlloop import run_tick
+    from regions.fleet import snapshot
+    from regions.loop.control import run_tick
 
     feed(T0)
     run_tick(T0, interval_s=1.0)

@@ -63,7 +63,7 @@ def test_heartbeats_of_one_turn_share_a_write(
 def test_a_pipeline_of_puts_in_redis(redis_store: Any) -> None:
     from dataclasses import replace
 
-    from regions import ingest
+    from regions.loop import ingest
     from tests.loop.conftest import hb_doc as doc_of
 
     now = time.time()

@@ -43,7 +43,7 @@ def test_the_agents_own_heartbeat_is_accepted(agent_api: Any, fresh_hot_state: A
 
 
 def test_history_keeps_one_sample_per_endpoint_per_bucket(feed: Any) -> None:
-    from regions.models_loop import HeartbeatSample
+    from regions.models import HeartbeatSample
 
     t0 = 1_800_000_000.0  # a bucket boundary (multiple of 10)
     feed(t0, ["euw-1"])
@@ -59,8 +59,8 @@ def test_history_keeps_one_sample_per_endpoint_per_bucket(feed: Any) -> None:
 
 
 def test_retention_deletes_old_samples(feed: Any, settings: Any) -> None:
-    from regions.models_loop import HeartbeatSample
-    from regions.tasks import purge_history_now
+    from regions.loop.retention import purge_history_now
+    from regions.models import HeartbeatSample
 
     settings.TRAFFICMGR = {**settings.TRAFFICMGR, "HEARTBEAT_RETENTION_DAYS": 2}
     now = time.time()
@@ -85,7 +85,7 @@ def test_a_pending_drill_rides_on_the_reply_once(agent_api: Any, fresh_hot_state
 def test_running_error_counts_become_errors_since_the_last_heartbeat(
     feed: Any, fresh_hot_state: Any
 ) -> None:
-    from regions import ingest
+    from regions.loop import ingest
 
     deltas, totals = ingest.error_deltas(
         [{"index": 0, "xid_errors": 5, "ecc_errors": 2, "lost": False}], {}

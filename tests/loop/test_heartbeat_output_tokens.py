@@ -58,7 +58,7 @@ def test_the_redis_hot_state_carries_them(redis_store: Any) -> None:
 
 
 def test_heartbeats_stored_before_the_histograms_moved_out_still_decode() -> None:
-    from regions.hotstate import decode_heartbeat
+    from trafficmgr.contracts import decode_heartbeat
 
     raw = (
         '{"endpoint":"euw-1","seq":1,"sent_at":1.0,"received_at":2.0,"gpus":[],"server":'
@@ -137,7 +137,7 @@ def _route(client: Any) -> Any:
 
 
 def _feed_lengths(agent_tokens: dict[str, Any], at: float, lengths: Any) -> None:
-    from regions import ingest
+    from regions.loop import ingest
 
     for name in ENDPOINTS:
         doc = with_lengths(hb_doc(name, int(at * 1000), at), lengths)
@@ -148,8 +148,8 @@ def _feed_lengths(agent_tokens: dict[str, Any], at: float, lengths: Any) -> None
 def test_route_decisions_learn_output_lengths_from_the_servers(
     viewer_client: Any, agent_tokens: dict[str, Any], feed: Any, monkeypatch: Any
 ) -> None:
-    from regions import decisions
-    from regions.controlloop import run_tick
+    from regions.decisions import route as decisions
+    from regions.loop.control import run_tick
 
     monkeypatch.setattr(decisions, "LOADS_TTL_S", 0.0)  # rebuild on every request
     now = time.time()
@@ -178,7 +178,8 @@ def _hb(received_at: float, counts: tuple[int, ...], count: int) -> Heartbeat:
 
 
 def test_deltas_count_growth_once_and_a_restart_in_full(loop_world: Any) -> None:
-    from regions import decisions, snapshot
+    from regions.decisions import route as decisions
+    from regions.fleet import snapshot
 
     view = snapshot.current()
     region = view.fleet.region("us-east")

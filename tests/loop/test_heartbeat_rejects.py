@@ -23,7 +23,7 @@ def post(client: Any, doc: Any) -> Any:
 
 
 def picture(store: Any) -> dict[str, Any]:
-    from regions.models_loop import HeartbeatSample
+    from regions.models import HeartbeatSample
 
     return {
         "heartbeats": store.heartbeats(),

@@ -25,8 +25,8 @@ def rows() -> list[Any]:
 def test_each_row_holds_its_table_and_the_diff_from_the_row_before(
     feed: Any, fresh_hot_state: Any
 ) -> None:
-    from regions.controlloop import run_tick
-    from regions.controlrecord import diff_doc
+    from regions.loop.control import run_tick
+    from regions.loop.history import diff_doc
     from trafficmgr.routing.table import diff_tables, table_from_json, table_to_json
 
     published = []
@@ -46,7 +46,7 @@ def test_each_row_holds_its_table_and_the_diff_from_the_row_before(
 
 
 def test_a_table_back_to_an_earlier_content_moves_its_row_to_the_head(loop_world: Any) -> None:
-    from regions.controlrecord import TableUpdate, record_version
+    from regions.loop.history import TableUpdate, record_version
     from trafficmgr.routing.table import static_table
     from trafficmgr.routing.types import RegionState
 

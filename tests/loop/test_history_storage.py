@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_documents_round_trip_as_written() -> None:
-    from regions.controlrecord import _as_json
+    from regions.loop.history import _as_json
     from regions.models import RoutingTableVersion
 
     text = b'{"zones":{"DE":{"llama":[{"region":"eu-west","weight":1.0}]}},"n":[1,2.5,null]}'
@@ -56,8 +56,8 @@ def test_the_head_row_is_not_read_back_when_the_tick_holds_that_table(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from regions import controlrecord
-    from regions.controlloop import run_tick
+    from regions.loop import history as controlrecord
+    from regions.loop.control import run_tick
     from tests.loop.conftest import ENDPOINTS
 
     feed(1_800_000_000.0, ENDPOINTS)

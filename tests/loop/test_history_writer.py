@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def rows_for(endpoints: dict[str, int], bucket: int) -> list[Any]:
-    from regions import ingest
+    from regions.loop import ingest
 
     now = time.time()
     out = []
@@ -26,9 +26,8 @@ def rows_for(endpoints: dict[str, int], bucket: int) -> list[Any]:
 
 
 def test_a_row_of_a_deleted_endpoint_does_not_spoil_the_batch(loop_world: Any) -> None:
-    from regions import ingest
-    from regions.models import Endpoint
-    from regions.models_loop import HeartbeatSample
+    from regions.loop import ingest
+    from regions.models import Endpoint, HeartbeatSample
 
     pks = dict(Endpoint.objects.filter(name__in=["euw-1", "euw-2"]).values_list("name", "pk"))
     rows = rows_for({**pks, "gone": 10**9}, 1_800_000_000)
@@ -40,9 +39,8 @@ def test_a_row_of_a_deleted_endpoint_does_not_spoil_the_batch(loop_world: Any) -
 
 
 def test_the_writer_batches_in_the_background_and_stays_bounded(loop_world: Any) -> None:
-    from regions import ingest
-    from regions.models import Endpoint
-    from regions.models_loop import HeartbeatSample
+    from regions.loop import ingest
+    from regions.models import Endpoint, HeartbeatSample
 
     pks = dict(Endpoint.objects.values_list("name", "pk"))
     writer = ingest.HistoryWriter(flush_s=0.5, max_pending=3)

@@ -134,7 +134,7 @@ def test_an_accepted_heartbeat_takes_the_pending_drill(store: Any) -> None:
 def test_redis_counters_summed_in_process_reach_other_processes(
     redis_store: Any, redis_url: str
 ) -> None:
-    from regions.hotstate_redis import RedisHotState
+    from regions.hotstate.redis_store import RedisHotState
 
     other = RedisHotState(redis_url, prefix=redis_store.prefix)
     redis_store.incr([("x", 1)])
@@ -153,7 +153,7 @@ def test_evaluation_round_trips(store: Any) -> None:
 
 
 def test_stored_heartbeat_json_round_trips_with_its_shape() -> None:
-    from regions.hotstate import decode_heartbeat, encode_heartbeat
+    from trafficmgr.contracts import decode_heartbeat, encode_heartbeat
 
     hb = beat(5)
     raw = encode_heartbeat(hb)
@@ -177,7 +177,7 @@ def test_stored_heartbeat_json_round_trips_with_its_shape() -> None:
 
 
 def test_heartbeats_stored_with_gpus_as_rows_still_decode() -> None:
-    from regions.hotstate import decode_heartbeat
+    from trafficmgr.contracts import decode_heartbeat
 
     hb = beat(5)
     rows = {
@@ -209,7 +209,7 @@ def test_redis_decodes_a_stored_heartbeat_once(redis_store: Any) -> None:
 
 @pytest.mark.integration
 def test_redis_evaluation_is_parsed_once_per_tick(redis_store: Any, redis_url: str) -> None:
-    from regions.hotstate_redis import RedisHotState
+    from regions.hotstate.redis_store import RedisHotState
 
     other = RedisHotState(redis_url, prefix=redis_store.prefix)
     redis_store.set_evaluation({"at": T0, "endpoints": {}, "regions": {}})

@@ -128,7 +128,7 @@ def test_a_stale_seq_is_answered_like_django(
 def test_history_rows_are_written_off_the_request(
     front: Any, secrets: dict[str, str], fresh_hot_state: Any
 ) -> None:
-    from regions.models_loop import HeartbeatSample
+    from regions.models import HeartbeatSample
 
     now = time.time()
     assert beat(front, secrets["eu-west"], hb_doc("euw-1", 1, now)).status == 200
@@ -139,8 +139,8 @@ def test_history_rows_are_written_off_the_request(
 def test_an_agent_bound_to_endpoints_not_a_region(
     front: Any, django_app: Recorder, loop_world: Any
 ) -> None:
+    from regions.access.issue import create_token
     from regions.models import AgentToken, Endpoint
-    from regions.services import create_token
 
     token, secret = create_token("pinned", "agent", region="eu-central", created_by="tests")
     AgentToken.objects.filter(pk=token.pk).update(region=None)
@@ -156,7 +156,7 @@ def test_an_agent_bound_to_endpoints_not_a_region(
 def test_a_decision_is_answered_by_the_front_like_django(
     front: Any, django_app: Recorder, secrets: dict[str, str], feed: Any
 ) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     now = time.time()
     feed(now)
@@ -191,7 +191,7 @@ def test_refused_decisions_match_django(
     status: int,
     field: str | None,
 ) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     now = time.time()
     feed(now - 10, ["euw-1", "euw-2", "euc-1"])  # the EU is down, fail_closed

@@ -32,7 +32,7 @@ def samples(response: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], floa
 def test_figures_after_heartbeats_a_tick_and_a_decision(
     feed: Any, viewer_client: Any, fresh_hot_state: Any
 ) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     now = time.time()
     feed(now)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def live(feed: Any) -> float:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     now = time.time()
     feed(now)
@@ -71,7 +71,7 @@ def test_drain_applies_audits_and_events(
     assert audit.actor == "token:test-operator" and audit.after["admin_state"] == "drained"
     event = Event.objects.get(kind="action")
     assert "drain region eu-west" in event.message and event.region == "eu-west"
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     run_tick(time.time())
     assert fresh_hot_state.table().regions["eu-west"].state.value == "drained"

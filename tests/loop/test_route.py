@@ -32,7 +32,7 @@ def route(client: Any, **body: Any) -> Any:
 @pytest.fixture
 def live(feed: Any) -> float:
     """Every endpoint reported just now and a tick published the table."""
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     now = time.time()
     feed(now)
@@ -43,7 +43,7 @@ def live(feed: Any) -> float:
 @pytest.fixture
 def eu_down(feed: Any) -> float:
     """EU endpoints last reported 10 s ago, the others just now; the table has EU down."""
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     now = time.time()
     feed(now - 10, EU_ENDPOINTS)
@@ -55,7 +55,7 @@ def eu_down(feed: Any) -> float:
 def test_a_decision_names_region_endpoint_address_and_version(
     viewer_client: Any, live: float, fresh_hot_state: Any
 ) -> None:
-    from regions.services import fleet_snapshot
+    from regions.fleet.services import fleet_snapshot
 
     response = route(viewer_client, client_ip=US_IP)
     assert response.status_code == 200, response.content
@@ -106,7 +106,7 @@ def test_gb_with_eu_down_and_fail_closed_gets_503_not_another_region(
 def test_gb_with_eu_down_and_fail_open_gets_an_eu_region(
     viewer_client: Any, feed: Any, set_all_down: Any, fresh_hot_state: Any
 ) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     set_all_down("fail_open")
     now = time.time()
@@ -125,7 +125,7 @@ def test_eu_endpoints_failing_between_ticks_give_503_never_a_us_endpoint(
     viewer_client: Any, live: float, feed: Any
 ) -> None:
     feed(time.time() + 0.5, EU_ENDPOINTS, probe_ok=False)  # the table still says healthy
-    from regions import decisions
+    from regions.decisions import route as decisions
 
     decisions.forget()
     response = route(viewer_client, client_ip=GB_IP)
@@ -139,7 +139,7 @@ def test_a_listed_region_failing_between_ticks_falls_back_to_an_allowed_one(
     """No 503 in the one-tick gap when residency allows a region the list leaves out."""
     us_east = tuple(e for e in ENDPOINTS if REGION_OF[e] == "us-east")
     feed(time.time() + 0.5, us_east, probe_ok=False)  # the table still says healthy
-    from regions import decisions
+    from regions.decisions import route as decisions
 
     decisions.forget()
     response = route(viewer_client, client_ip=US_IP)

@@ -26,7 +26,7 @@ def test_before_the_first_tick_the_static_table_says_so(
 def test_after_a_tick_the_published_table(
     viewer_client: Any, feed: Any, fresh_hot_state: Any
 ) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     now = time.time()
     feed(now)
@@ -44,7 +44,7 @@ def test_after_a_tick_the_published_table(
 
 
 def test_history_pages_through_versions_with_diffs(viewer_client: Any, feed: Any) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     t0 = 1_800_000_000.0
     feed(t0)

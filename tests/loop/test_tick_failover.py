@@ -16,7 +16,7 @@ OTHERS = tuple(e for e in ENDPOINTS if e not in EU_WEST)
 
 
 def tick(at: float) -> Any:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     result = run_tick(at, interval_s=1.0)
     assert result.ran
@@ -120,7 +120,7 @@ def test_pause_failover_keeps_a_silent_region_up(feed: Any, fresh_hot_state: Any
     feed(T0)
     tick(T0)
     Region.objects.filter(name="eu-west").update(failover_paused=True)
-    from regions import snapshot
+    from regions.fleet import snapshot
 
     snapshot.forget()
     for k in range(1, 8):

@@ -17,7 +17,7 @@ T0 = 1_800_000_000.0
 
 @pytest.fixture
 def thawed() -> Iterator[None]:
-    from regions import controlloop
+    from regions.loop import control as controlloop
 
     yield
     controlloop._heap = None
@@ -25,7 +25,7 @@ def thawed() -> Iterator[None]:
 
 
 def test_a_worker_tick_freezes_what_survived_it(feed: Any, thawed: None) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     gc.unfreeze()
     feed(T0, ENDPOINTS)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def blocking_tick(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """Make ticks wait on ``release`` after setting ``entered``."""
-    from regions import controlloop
+    from regions.loop import control as controlloop
 
     entered, release = threading.Event(), threading.Event()
 
@@ -32,7 +32,7 @@ def blocking_tick(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, thr
 
 def race(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     """Start a tick in a thread, tick again while it runs; return both results."""
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     entered, release = blocking_tick(monkeypatch)
     results: list[Any] = []
@@ -58,7 +58,7 @@ def test_a_tick_while_another_runs_is_skipped(
 
 
 def test_the_lock_is_free_again_after_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     race(monkeypatch)
     _, release = blocking_tick(monkeypatch)
@@ -69,14 +69,14 @@ def test_the_lock_is_free_again_after_a_tick(monkeypatch: pytest.MonkeyPatch) ->
 def test_an_overrunning_tick_is_measured_and_reported(
     monkeypatch: pytest.MonkeyPatch, fresh_hot_state: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from regions import controlloop
+    from regions.loop import control as controlloop
 
     def slow(store: Any, now: float) -> Any:
         time.sleep(0.05)
         return controlloop.TickResult(True, "v")
 
     monkeypatch.setattr(controlloop, "tick", slow)
-    with caplog.at_level(logging.WARNING, logger="regions.controlloop"):
+    with caplog.at_level(logging.WARNING, logger="regions.loop.control"):
         result = controlloop.run_tick(1.0, interval_s=0.01)
     assert result.overran and result.duration_s >= 0.05
     assert fresh_hot_state.counters()["ticks|result=overran"] == 1
@@ -85,7 +85,7 @@ def test_an_overrunning_tick_is_measured_and_reported(
 
 
 def test_the_embedded_ticker_runs_ticks_until_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    from regions import controlloop
+    from regions.loop import control as controlloop
 
     calls: list[float] = []
 
@@ -108,7 +108,7 @@ def test_the_embedded_ticker_runs_ticks_until_stopped(monkeypatch: pytest.Monkey
 def test_the_embedded_ticker_drops_slots_a_slow_tick_missed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from regions import controlloop
+    from regions.loop import control as controlloop
 
     starts: list[float] = []
 
@@ -139,7 +139,7 @@ def test_with_redis_a_second_process_skips(
 
 @pytest.mark.integration
 def test_with_redis_the_lock_is_shared_and_expires(redis_store: Any, redis_url: str) -> None:
-    from regions.hotstate_redis import RedisHotState
+    from regions.hotstate.redis_store import RedisHotState
 
     other = RedisHotState(redis_url, prefix=redis_store.prefix)  # another process, same keys
     with redis_store.tick_lock(0.3) as held:

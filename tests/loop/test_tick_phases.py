@@ -12,7 +12,7 @@ T0 = 1_800_000_000.0
 
 
 def test_a_tick_reports_its_phases_in_order(feed: Any) -> None:
-    from regions.controlloop import run_tick
+    from regions.loop.control import run_tick
 
     feed(T0)
     first = run_tick(T0, interval_s=1.0)

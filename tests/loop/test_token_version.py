@@ -21,7 +21,7 @@ def test_a_revoke_reaches_another_process_through_redis(redis_url: str) -> None:
     import time
     import uuid
 
-    from regions.hotstate_redis import VERSION_CHECK_S, RedisHotState
+    from regions.hotstate.redis_store import VERSION_CHECK_S, RedisHotState
 
     prefix = f"trafficmgr-test-{uuid.uuid4().hex[:10]}"
     here, there = RedisHotState(redis_url, prefix), RedisHotState(redis_url, prefix)

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from regions.decisions import ROUTE_BODY
-from regions.ingest import HEARTBEAT, _time
+from regions.decisions.route import ROUTE_BODY
+from regions.loop.ingest import HEARTBEAT, _time
 from regions.validation import Invalid, Kind, _check, compiled, parse_json
 
 SCALARS = (

@@ -10,9 +10,9 @@ import pytest
 
 def stored_state() -> dict[str, Any]:
     """Everything fleet apply may touch, as comparable values (plus row counts)."""
-    from regions.fleet import fleet_state
+    from regions.fleet.plan import fleet_state
+    from regions.fleet.services import fleet_snapshot
     from regions.models import AuditLog, Endpoint, Event, GpuProfile, Region, ResidencyRule
-    from regions.services import fleet_snapshot
 
     return {
         "fleet": fleet_state(fleet_snapshot()),
@@ -32,8 +32,8 @@ def state() -> Callable[[], dict[str, Any]]:
 @pytest.fixture
 def apply_yaml(db: None) -> Callable[..., Any]:
     """Plan and apply fleet text as the CLI user ``cli:tests``; returns the applied plan."""
-    from regions.audit import acting_as
-    from regions.fleet import apply_plan, plan_fleet
+    from regions.audit.trail import acting_as
+    from regions.fleet.plan import apply_plan, plan_fleet
     from trafficmgr.fleetfile import load_fleet_text
 
     def apply(text: str | bytes, force: bool = False) -> Any:

@@ -8,6 +8,7 @@ import pytest
 from django.contrib import admin
 from django.test import Client
 
+from regions.access.issue import create_token
 from regions.models import (
     ApiToken,
     AuditLog,
@@ -17,7 +18,6 @@ from regions.models import (
     Region,
     RoutingTableVersion,
 )
-from regions.services import create_token
 
 pytestmark = pytest.mark.django_db
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from regions.audit import acting_as
-from regions.fleet import UnsafePlan
+from regions.access.issue import create_token
+from regions.audit.trail import acting_as
+from regions.fleet.plan import UnsafePlan
 from regions.models import AuditLog, Region
-from regions.services import create_token
 
 pytestmark = pytest.mark.django_db
 

@@ -20,10 +20,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from regions.audit import cli_actor
-from regions.auth import resolve_token
+from regions.access.auth import resolve_token
+from regions.audit.trail import cli_actor
+from regions.fleet.services import fleet_snapshot
 from regions.models import AgentToken, ApiToken, AuditLog, Endpoint, Region
-from regions.services import fleet_snapshot
 from trafficmgr.fleetfile import dump_fleet
 
 pytestmark = pytest.mark.django_db

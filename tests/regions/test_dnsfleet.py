@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_each_read_sees_the_latest_stored_fleet(apply_yaml: Callable[..., Any]) -> None:
-    from regions.dnsfleet import StoredFleet
+    from regions.fleet.dnsfleet import StoredFleet
     from regions.models import Region
 
     apply_yaml(FLEET.read_bytes())

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from regions.fleet.services import fleet_snapshot
 from regions.models import AuditLog, Endpoint
-from regions.services import fleet_snapshot
 from trafficmgr.fleetfile import dump_fleet, fleet_to_dict
 
 pytestmark = pytest.mark.django_db

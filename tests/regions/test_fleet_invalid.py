@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from regions.fleet import plan_fleet
+from regions.fleet.plan import plan_fleet
 from trafficmgr.fleetfile import FleetError, load_fleet_text
 from trafficmgr.routing.types import ResidencyRule
 

@@ -11,9 +11,9 @@ import yaml
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from regions.fleet import Change, apply_plan, plan_fleet
+from regions.fleet.plan import Change, apply_plan, plan_fleet
+from regions.fleet.services import fleet_snapshot
 from regions.models import Endpoint, Event, FailoverPolicy, FleetSettings, Region, ResidencyRule
-from regions.services import fleet_snapshot
 from trafficmgr.fleetfile import (
     FleetError,
     dump_fleet,

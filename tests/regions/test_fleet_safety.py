@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from regions.fleet import UnsafePlan, apply_plan, plan_fleet, serving_capacity
+from regions.fleet.plan import UnsafePlan, apply_plan, plan_fleet, serving_capacity
 from regions.models import Endpoint, Region
 from trafficmgr.fleetfile import load_fleet_text
 

@@ -165,7 +165,7 @@ def test_fleet_apply_runs_model_validation(world: Any) -> None:
     """A Fleet built in code skips the file's checks; full_clean still guards the rows."""
     import dataclasses
 
-    from regions.fleet import apply_plan, plan_fleet
+    from regions.fleet.plan import apply_plan, plan_fleet
     from trafficmgr.fleetfile import FleetError
 
     bad = dataclasses.replace(

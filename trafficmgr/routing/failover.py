@@ -23,7 +23,7 @@ States: unknown → healthy ↔ degraded → down → recovering → healthy, an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trafficmgr.routing.health import (
     EndpointHealth,
@@ -240,3 +240,16 @@ def evaluate_fleet(
 def _profile(fleet: Fleet, gpu: str) -> GpuProfile:
     """Return a GPU type's profile; an unknown type has no capacity."""
     return fleet.gpu_profiles.get(gpu) or GpuProfile(gpu, 0.0, 0.0, 1)
+
+
+def with_pauses(
+    machines: Mapping[str, RegionMachine], paused: frozenset[str], regions: list[str], now: float
+) -> dict[str, RegionMachine]:
+    """Carry the operator's pause-failover flags into the machines."""
+    out = dict(machines)
+    for name in regions:
+        machine = out.get(name) or new_machine(now)
+        if machine.paused != (name in paused):
+            machine = replace(machine, paused=name in paused)
+        out[name] = machine
+    return out

@@ -36,6 +36,7 @@ from trafficmgr.routing.types import (
     Fleet,
     GeoPoint,
     RegionStatus,
+    ResidencyMode,
     RoutingTable,
     WeightedRegion,
 )
@@ -295,3 +296,17 @@ def _rounded(entries: Sequence[Entry]) -> tuple[WeightedRegion, ...]:
     # heaviest first, ties by region; sorting the units sorts the weights
     order = sorted([(-u, regions[i], i) for i, u in enumerate(units) if u > 0])
     return tuple([WeightedRegion(r, -n / WEIGHT_UNITS, positive[i].reason) for n, r, i in order])
+
+
+def stranded_zones(fleet: Fleet, before: RoutingTable, after: RoutingTable) -> list[dict[str, str]]:
+    """Return strict residency zones that had an eligible region and would have none."""
+    out = []
+    for rule in fleet.residency:
+        if rule.mode is not ResidencyMode.STRICT:
+            continue
+        zones = [zone_of_country(c) for c in sorted(rule.countries)] + sorted(rule.continents)
+        for zone in zones:
+            for model, entries in before.zones.get(zone, {}).items():
+                if entries and not after.zones.get(zone, {}).get(model):
+                    out.append({"rule": rule.name, "zone": zone, "model": model})
+    return out

@@ -156,8 +156,6 @@ def _client_mix(fleet: Fleet) -> tuple[list[str], list[float]]:
     return countries, [1.0] * len(countries)
 
 
-
-
 def _model_mapping(trace: Trace, names: list[str], shares: dict[str, float]) -> dict[str, str]:
     """Map trace model names onto fleet models: same name kept, others by share order."""
     seen = sorted({r.model for r in trace.requests if r.model})

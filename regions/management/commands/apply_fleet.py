@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from regions.api.errors import DomainError
-from regions.audit import acting_as, cli_actor
-from regions.fleet import apply_plan, plan_fleet
+from regions.audit.trail import acting_as, cli_actor
+from regions.errors import DomainError
+from regions.fleet.plan import apply_plan, plan_fleet
 from trafficmgr.fleetfile import MAX_BYTES, FleetError, load_fleet_file, load_fleet_text
 from trafficmgr.routing.types import Fleet
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from regions.api.errors import DomainError
-from regions.audit import acting_as, cli_actor
+from regions.access.issue import TOKEN_ROLES, create_token
+from regions.audit.trail import acting_as, cli_actor
+from regions.errors import DomainError
 from regions.models import AgentToken
-from regions.services import TOKEN_ROLES, create_token
 
 
 class Command(BaseCommand):

@@ -20,11 +20,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from regions.audit import acting_as
-from regions.fleet import apply_plan, plan_fleet
+from regions.access.issue import create_token
+from regions.audit.trail import acting_as
+from regions.fleet.plan import apply_plan, plan_fleet
 from regions.management.commands.apply_fleet import read_fleet
 from regions.models import ApiToken, Role
-from regions.services import create_token
 from trafficmgr.fleetfile import parse_address
 
 DEMO_USER = "operator"
@@ -144,7 +144,7 @@ class Command(BaseCommand):
         self.fleet_file = options["fleet"]
         self.drill = None
         if options["drill"]:
-            from regions.drill_tasks import parse_drill_flag
+            from regions.drills.tasks import parse_drill_flag
 
             try:
                 self.drill = parse_drill_flag(options["drill"])
@@ -161,7 +161,7 @@ class Command(BaseCommand):
         """Migrate, apply the fleet, and issue the operator login and token."""
         desired = read_fleet(self.fleet_file)
         call_command("migrate", interactive=False, verbosity=0)
-        from regions.drills import rollback_dangling_drills
+        from regions.drills.service import rollback_dangling_drills
 
         for line in rollback_dangling_drills(pending_grace_s=0):
             self.stdout.write(f"rolled back drill {line}, left running by a process now gone")
@@ -205,7 +205,7 @@ class Command(BaseCommand):
     def start_system(self) -> None:
         """Start the control loop, the GeoDNS server and the simulated agents."""
         from regions.embedded import EmbeddedSystem
-        from regions.services import fleet_snapshot
+        from regions.fleet.services import fleet_snapshot
 
         self.system = EmbeddedSystem(
             fleet=fleet_snapshot(),
@@ -215,12 +215,12 @@ class Command(BaseCommand):
             agents=self.agents,
         )
         self.system.start()
-        from regions import drill_measure
+        from regions.drills import measure
 
         host = "127.0.0.1" if self.dns.host in {"0.0.0.0", "::"} else self.dns.host
-        drill_measure.configure(dns=(host, self.dns.port), http=self.http.url())
+        measure.configure(dns=(host, self.dns.port), http=self.http.url())
         if self.drill is not None:
-            from regions.drill_tasks import start_when_ready
+            from regions.drills.tasks import start_when_ready
 
             kind, target, seconds = self.drill
             start_when_ready(

@@ -1,7 +1,7 @@
 """``manage.py dnsserver [--listen HOST:PORT] [--fleet FILE] ...``: run the GeoDNS server.
 
 A thin wrapper over ``trafficmgr.dns``: the fleet comes from the database (the stored
-configuration, ``regions.services.fleet_snapshot``) unless ``--fleet`` names a file, and is
+configuration, ``regions.fleet.services.fleet_snapshot``) unless ``--fleet`` names a file, and is
 read again every ``--fleet-poll`` seconds so configuration changes reach the answers; the
 GeoIP database, Redis and the state file default to the project's settings. Tables arrive
 from Redis when ``REDIS_URL`` is set (the control loop publishes them there); without it the
@@ -60,7 +60,7 @@ class Command(BaseCommand):
         """Where each server process reads the fleet again (``--fleet-poll``)."""
         if path:
             return FleetFile(path)
-        from regions.dnsfleet import StoredFleet
+        from regions.fleet.dnsfleet import StoredFleet
 
         return StoredFleet()
 
@@ -71,7 +71,7 @@ class Command(BaseCommand):
 
             return read_fleet(path)
         try:
-            from regions.services import fleet_snapshot
+            from regions.fleet.services import fleet_snapshot
         except ImportError as exc:
             raise CommandError("no fleet in the database here: give --fleet FILE") from exc
         fleet = fleet_snapshot()

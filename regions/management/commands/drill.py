@@ -28,9 +28,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from regions import drills
-from regions.api.errors import DomainError
-from regions.audit import acting_as, cli_actor
+from regions.audit.trail import acting_as, cli_actor
+from regions.drills import service
+from regions.errors import DomainError
 
 DEMO_SERVER = "http://127.0.0.1:8000"
 EXIT = {"pass": 0, "fail": 1, "aborted": 2}
@@ -68,7 +68,7 @@ class Command(BaseCommand):
     help = "Run a failover drill and report detection, DNS and recovery times."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--kind", choices=drills.KINDS)
+        parser.add_argument("--kind", choices=service.KINDS)
         parser.add_argument("--target", help="region (or, for some kinds, endpoint) name")
         parser.add_argument("--duration", type=float, help="seconds the fault lasts (1..600)")
         parser.add_argument(
@@ -124,8 +124,8 @@ class Command(BaseCommand):
     # --- local ----------------------------------------------------------------------------
 
     def local(self, body: dict[str, Any]) -> dict[str, Any]:
-        from regions.drill_measure import MeasureSetup, parse_dns
-        from regions.drill_runner import run_drill
+        from regions.drills.measure import MeasureSetup, parse_dns
+        from regions.drills.runner import run_drill
 
         try:
             dns = parse_dns(self.options["dns"])
@@ -134,7 +134,7 @@ class Command(BaseCommand):
         actor = cli_actor()
         with acting_as(actor, "cli", "cli"):
             try:
-                drill = drills.create_drill(
+                drill = service.create_drill(
                     body["kind"],
                     body["target"],
                     body["duration_s"],
@@ -156,7 +156,7 @@ class Command(BaseCommand):
                 # The runner restored the fault and ended the drill on its way out; abort it
                 # here only if it had not got that far.
                 with contextlib.suppress(DomainError):
-                    drills.abort_drill(drill.pk, "interrupted from the shell")
+                    service.abort_drill(drill.pk, "interrupted from the shell")
                 raise CommandError(
                     f"drill {drill.pk} interrupted; fault rolled back", returncode=2
                 ) from None
@@ -167,7 +167,7 @@ class Command(BaseCommand):
     # --- remote ---------------------------------------------------------------------------
 
     def remote(self, body: dict[str, Any]) -> dict[str, Any]:
-        from regions.drill_client import ApiError, DrillClient
+        from regions.drills.client import ApiError, DrillClient
 
         server, token = self.options["server"], self.options["token"]
         issued = None
@@ -198,7 +198,7 @@ class Command(BaseCommand):
                 f"drill {drill_id}: {body['kind']} on {body['target']} for "
                 f"{body['duration_s']:g} s on {server}"
             )
-            wait = body["duration_s"] + drills.MAX_RECOVERY_WAIT_S + 60
+            wait = body["duration_s"] + service.MAX_RECOVERY_WAIT_S + 60
             try:
                 doc = client.follow(drill_id, region, self.say, wait)
             except KeyboardInterrupt:
@@ -218,14 +218,14 @@ class Command(BaseCommand):
         return report
 
     def issue_token(self) -> tuple[Any, str]:
-        from regions.services import create_token
+        from regions.access.issue import create_token
 
         with acting_as(cli_actor(), "cli", "cli"):
             return create_token("manage.py drill (temporary)", "operator", created_by=cli_actor())
 
     def abort(self, drill_id: int) -> None:
         if self.options["server"]:
-            from regions.drill_client import ApiError, DrillClient
+            from regions.drills.client import ApiError, DrillClient
 
             try:
                 DrillClient(self.options["server"], self.options["token"] or "").abort(drill_id)
@@ -234,7 +234,7 @@ class Command(BaseCommand):
         else:
             with acting_as(cli_actor(), "cli", "cli"):
                 try:
-                    drills.abort_drill(drill_id)
+                    service.abort_drill(drill_id)
                 except DomainError as exc:
                     raise CommandError(exc.detail, returncode=3) from exc
         self.stdout.write(f"drill {drill_id} aborted; its instructions are cancelled")
@@ -245,7 +245,7 @@ class Command(BaseCommand):
         if self.options["json"]:
             Path(self.options["json"]).write_text(json.dumps(report, indent=2) + "\n")
         if self.options["plot"]:
-            from regions.drill_plot import plot_report
+            from regions.drills.plot import plot_report
 
             plot_report(report, self.options["plot"])
         self.stdout.write(summary(report))

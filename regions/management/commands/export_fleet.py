@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from regions.services import fleet_snapshot
+from regions.fleet.services import fleet_snapshot
 from trafficmgr.fleetfile import dump_fleet
 
 

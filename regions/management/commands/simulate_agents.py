@@ -13,9 +13,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from regions.audit import acting_as
+from regions.audit.trail import acting_as
 from regions.embedded import start_simulated_agents, stop_agents
-from regions.services import fleet_snapshot
+from regions.fleet.services import fleet_snapshot
 
 
 class Command(BaseCommand):

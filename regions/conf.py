@@ -1,0 +1,69 @@
+"""The app's settings, read in one typed place.
+
+``trafficmgr/settings.py`` reads the environment once into ``settings.TRAFFICMGR``; app code
+asks here instead of spelling keys and defaults itself. Each reader looks at the settings at
+call time, so tests that override them (or set an environment variable the settings fall
+back to) are seen. The variables a running process may be handed after start-up (drill
+vantage points and schedule, given by the process that starts a worker) fall back to the
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.conf import settings
+
+from trafficmgr.env import env_bool
+
+
+def _conf() -> dict[str, Any]:
+    return dict(getattr(settings, "TRAFFICMGR", {}) or {})
+
+
+def tick_seconds() -> float:
+    """Seconds between control-loop ticks (``TRAFFICMGR_TICK_SECONDS``, default 1)."""
+    return float(_conf().get("TICK_SECONDS", 1.0))
+
+
+def geoip_db() -> str | None:
+    """Path of the GeoIP database (``TRAFFICMGR_GEOIP_DB``); None: the bundled one."""
+    return str(_conf().get("GEOIP_DB") or "") or None
+
+
+def fleet_file() -> str:
+    """The fleet file the demo applies (``TRAFFICMGR_FLEET_FILE``)."""
+    return str(_conf().get("FLEET_FILE") or "")
+
+
+def heartbeat_retention_days() -> float:
+    """Days of heartbeat history and table versions kept (``..._HEARTBEAT_RETENTION_DAYS``)."""
+    return float(_conf().get("HEARTBEAT_RETENTION_DAYS", 7))
+
+
+def metrics_token() -> str:
+    """Bearer token /metrics requires (``TRAFFICMGR_METRICS_TOKEN``); empty: open."""
+    return str(_conf().get("METRICS_TOKEN") or "")
+
+
+def drill_dns() -> str:
+    """Where drills ask DNS (``TRAFFICMGR_DRILL_DNS``, default 127.0.0.1:5353)."""
+    return str(
+        _conf().get("DRILL_DNS") or os.environ.get("TRAFFICMGR_DRILL_DNS") or "127.0.0.1:5353"
+    )
+
+
+def drill_http() -> str | None:
+    """The control plane's base URL for drills' route probes (``TRAFFICMGR_DRILL_HTTP``)."""
+    return str(_conf().get("DRILL_HTTP") or os.environ.get("TRAFFICMGR_DRILL_HTTP") or "") or None
+
+
+def drill_schedule() -> str:
+    """Scheduled practice drills, ``target:kind:duration_s:every_s,...``."""
+    return str(_conf().get("DRILL_SCHEDULE") or os.environ.get("TRAFFICMGR_DRILL_SCHEDULE", ""))
+
+
+def loop_front_enabled() -> bool:
+    """Whether the ASGI front serves the hot paths (``TRAFFICMGR_LOOP_FRONT``, default on)."""
+    return env_bool("TRAFFICMGR_LOOP_FRONT", True)

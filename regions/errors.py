@@ -1,0 +1,52 @@
+"""Domain errors: a refused operation and its HTTP status, raised below the API.
+
+The domain raises these; ``regions.api.errors`` maps them (and every other error) to the one
+error format in one place, so no domain module imports from the HTTP package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from regions.validation import Invalid
+
+
+class DomainError(Exception):
+    """A refused operation with an HTTP status, e.g. the safety valve."""
+
+    status_code = 409
+    code = "conflict"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        fields: dict[str, list[str]] | None = None,
+        code: str | None = None,
+        status_code: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.fields = fields or {}
+        self.extra = extra or {}
+        if code:
+            self.code = code
+        if status_code:
+            self.status_code = status_code
+
+
+@contextmanager
+def bad_input() -> Iterator[None]:
+    """Turn a validation error inside the block into a 400 naming the field."""
+    try:
+        yield
+    except Invalid as exc:
+        raise DomainError(
+            f"{exc.field}: {exc.message}",
+            fields={exc.field: [exc.message]},
+            code="invalid",
+            status_code=400,
+        ) from None

@@ -1,0 +1,23 @@
+"""One change of a fleet plan: create, update or delete one object, with its field diffs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Change:
+    action: str  # create | update | delete
+    type: str  # one of TYPES
+    name: str
+    fields: Mapping[str, tuple[Any, Any]]  # field → (old, new)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "type": self.type,
+            "name": self.name,
+            "fields": {k: [old, new] for k, (old, new) in self.fields.items()},
+        }

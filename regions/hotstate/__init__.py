@@ -1,0 +1,76 @@
+"""Hot state: latest heartbeats, region machines, the published table, counters and the tick lock.
+
+Two stores with one interface (``protocols.HotState``, split by concern): Redis when
+``REDIS_URL`` is set (shared by every web process, worker and DNS server; ``redis_store``), a
+process-local store otherwise (the embedded demo and the tests; ``memory``). The key names and
+value layouts are the cross-process contract in ``trafficmgr.contracts``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+
+from regions.hotstate.memory import MemoryHotState
+from regions.hotstate.protocols import (
+    RESTART_GAP_S,
+    CompletionStream,
+    Counters,
+    DrillMailbox,
+    HeartbeatPut,
+    HeartbeatStore,
+    HotState,
+    LoopStateStore,
+    PutResult,
+    TableStore,
+    Versions,
+    is_newer,
+)
+from trafficmgr.contracts import Completion, StreamEntry, stream_position
+
+__all__ = [
+    "RESTART_GAP_S",
+    "Completion",
+    "CompletionStream",
+    "Counters",
+    "DrillMailbox",
+    "HeartbeatPut",
+    "HeartbeatStore",
+    "HotState",
+    "LoopStateStore",
+    "MemoryHotState",
+    "PutResult",
+    "StreamEntry",
+    "TableStore",
+    "Versions",
+    "get",
+    "is_newer",
+    "stream_position",
+    "use",
+]
+
+_store: HotState | None = None
+_store_lock = threading.Lock()
+
+
+def get() -> HotState:
+    """Return this process's hot state: Redis when REDIS_URL is set, else in-process."""
+    global _store
+    if _store is None:
+        with _store_lock:
+            if _store is None:
+                url = getattr(settings, "REDIS_URL", "")
+                if url:
+                    from regions.hotstate.redis_store import RedisHotState
+
+                    _store = RedisHotState(url)
+                else:
+                    _store = MemoryHotState()
+    return _store
+
+
+def use(store: HotState | None) -> None:
+    """Replace this process's hot state (tests); None goes back to the configured one."""
+    global _store
+    _store = store

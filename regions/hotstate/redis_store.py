@@ -1,0 +1,395 @@
+"""The Redis hot state of the distributed mode (keys: see ``regions.hotstate``)."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import msgspec
+from redis.exceptions import NoScriptError
+
+from regions.hotstate.protocols import RESTART_GAP_S, HeartbeatPut, PutResult
+from trafficmgr.contracts import (
+    COMPLETIONS_MAXLEN,
+    PREFIX,
+    TABLE_CHANNEL_SUFFIX,
+    Completion,
+    StreamEntry,
+    decode_completions,
+    decode_heartbeat,
+    encode_completion,
+    encode_heartbeat,
+    json_bytes,
+    machine_from_doc,
+    machine_to_doc,
+)
+from trafficmgr.routing.failover import RegionMachine
+from trafficmgr.routing.table import table_from_json, table_to_json
+from trafficmgr.routing.types import Heartbeat, RoutingTable
+
+# Readers on the hot paths (every decision, every heartbeat) check these versions at most
+# this often: a configuration change or a new table reaches them within it.
+VERSION_CHECK_S = 0.2
+# Counters are summed in process and written at most this often (and at exit).
+FLUSH_S = 0.5
+
+# The same rule as is_newer, atomically, in Redis.
+_PUT_HEARTBEAT_LUA = """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+local fresh = 1
+if old then
+  local oseq, osent, obucket = string.match(old, '^(%S+) (%S+) (%S+)$')
+  local seq, sent = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if not (seq > tonumber(oseq) or sent >= tonumber(osent) + tonumber(ARGV[6])) then
+    return {0, 0}
+  end
+  if obucket == ARGV[4] then fresh = 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[5])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[7])
+local drill = redis.call('GET', KEYS[4])
+if drill then redis.call('DEL', KEYS[4]) end
+return {1, fresh, drill}
+"""
+
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _loads(raw: str | bytes) -> Any:
+    """Parse JSON fast; documents written with NaN or Infinity still parse (slowly)."""
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw)
+
+
+def _put_result(raw: list[Any]) -> PutResult:
+    ok, fresh, *drill = raw
+    pending = json.loads(drill[0]) if drill and drill[0] else None
+    return PutResult(bool(ok), bool(fresh), pending)
+
+
+class RedisHotState:
+    """The shared store of the distributed mode."""
+
+    def __init__(self, url: str, prefix: str = PREFIX) -> None:
+        import redis
+
+        self.redis = redis.Redis.from_url(url, socket_timeout=5, decode_responses=True)
+        self.prefix = prefix
+        self._put = self.redis.register_script(_PUT_HEARTBEAT_LUA)
+        self._release = self.redis.register_script(_RELEASE_LUA)
+        self._cached_table: RoutingTable | None = None
+        self._table_checked = 0.0
+        # Heartbeats decoded before, by endpoint: (stored JSON, heartbeat); reused while the
+        # stored JSON is the same.
+        self._beats: dict[str, tuple[str, Heartbeat]] = {}
+        self._lean_beats: dict[str, tuple[str, Heartbeat]] = {}  # the same, histograms left out
+        self._evaluation: tuple[str, dict[str, Any]] | None = None  # (stamp, document)
+        self._config: tuple[float, int] | None = None  # (checked at, version)
+        self._tokens: tuple[float, int] | None = None
+        self._pending: dict[str, float] = {}
+        self._pending_lock = threading.Lock()
+        self._flushed = time.monotonic()
+        self._flusher_pid = 0
+        atexit.register(self._flush_quietly)
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}:{name}"
+
+    def reset(self) -> None:
+        keys = list(self.redis.scan_iter(match=f"{self.prefix}:*", count=1000))
+        if keys:
+            self.redis.delete(*keys)
+        self._cached_table = None
+        self._beats, self._lean_beats = {}, {}
+        self._evaluation = None
+        self._config = None
+        self._tokens = None
+        with self._pending_lock:
+            self._pending.clear()
+
+    def put_heartbeat(
+        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+    ) -> PutResult:
+        keys, args = self._put_arguments(hb, bucket, totals)
+        return _put_result(self._put(keys=keys, args=args))
+
+    def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
+        """Compare and set many heartbeats in one round trip (a pipeline), in order."""
+        if len(items) == 1:
+            return [self.put_heartbeat(*items[0])]
+        calls = [self._put_arguments(*item) for item in items]
+        raw: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for _ in range(2):  # a second pass after Redis lost its scripts (restart, flush)
+            pipe = self.redis.pipeline(transaction=False)
+            for i in todo:
+                keys, args = calls[i]
+                pipe.evalsha(self._put.sha, len(keys), *keys, *args)
+            answers = pipe.execute(raise_on_error=False)
+            for i, answer in zip(todo, answers, strict=True):
+                raw[i] = answer
+            todo = [i for i in todo if isinstance(raw[i], NoScriptError)]
+            if not todo:
+                break
+            self.redis.script_load(_PUT_HEARTBEAT_LUA)
+        for answer in raw:
+            if isinstance(answer, Exception):
+                raise answer
+        return [_put_result(answer) for answer in raw]
+
+    def _put_arguments(
+        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+    ) -> tuple[list[str], list[Any]]:
+        keys = [
+            self.key("heartbeats:meta"),
+            self.key("heartbeats"),
+            self.key("heartbeats:totals"),
+            self.key(f"drill:{hb.endpoint}"),
+        ]
+        args = [
+            hb.endpoint,
+            hb.seq,
+            repr(hb.sent_at),
+            bucket,
+            encode_heartbeat(hb),
+            RESTART_GAP_S,
+            json.dumps(totals or {}, separators=(",", ":")),
+        ]
+        return keys, args
+
+    def error_totals(self, endpoint: str) -> dict[str, list[int]]:
+        raw = self.redis.hget(self.key("heartbeats:totals"), endpoint)
+        return json.loads(raw) if raw else {}
+
+    def heartbeats(
+        self, names: Iterable[str] | None = None, histograms: bool = True
+    ) -> dict[str, Heartbeat]:
+        """Return the latest heartbeats (one HGETALL or HMGET), decoding only new ones.
+
+        ``histograms=False`` (the control loop) leaves the servers' output-length histograms
+        unparsed; each way keeps its own cache of decoded heartbeats.
+        """
+        key = self.key("heartbeats")
+        if names is None:
+            raw = self.redis.hgetall(key)
+        else:
+            wanted = list(names)
+            raw = dict(zip(wanted, self.redis.hmget(key, wanted), strict=True)) if wanted else {}  # type: ignore[arg-type]
+        seen = self._beats if histograms else self._lean_beats
+        out = {}
+        for name, value in raw.items():
+            if not value:
+                continue
+            hit = seen.get(name)  # type: ignore[arg-type]
+            if hit is not None and hit[0] == value:
+                out[name] = hit[1]
+            else:
+                out[name] = hb = decode_heartbeat(value, histograms)
+                seen[name] = (value, hb)  # type: ignore[assignment, index]
+        if names is None and len(seen) > len(out):  # endpoints gone from the hash
+            for name in [n for n in seen if n not in out]:
+                seen.pop(name, None)
+        return out  # type: ignore[return-value]
+
+    def machines(self) -> dict[str, RegionMachine]:
+        raw = self.redis.get(self.key("machines"))
+        if not raw:
+            return {}
+        return {name: machine_from_doc(doc) for name, doc in _loads(raw).items()}
+
+    def set_machines(self, machines: Mapping[str, RegionMachine]) -> None:
+        doc = {name: machine_to_doc(m) for name, m in machines.items()}
+        self.redis.set(self.key("machines"), json_bytes(doc))
+
+    def evaluation(self) -> dict[str, Any]:
+        """Return the last evaluation; parsed again only when a tick stored a new one."""
+        stamp_key = self.key("evaluation:stamp")
+        cached = self._evaluation
+        if cached is not None and self.redis.get(stamp_key) == cached[0]:
+            return cached[1]
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.get(stamp_key)
+        pipe.get(self.key("evaluation"))
+        stamp, raw = pipe.execute()
+        doc: dict[str, Any] = _loads(raw) if raw else {}
+        self._evaluation = (stamp, doc) if stamp else None
+        return doc
+
+    def set_evaluation(self, doc: Mapping[str, Any]) -> None:
+        """Store the evaluation (a JSON-shaped document) and a new stamp in one MULTI."""
+        stamp = uuid.uuid4().hex
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(self.key("evaluation"), json_bytes(doc))
+        pipe.set(self.key("evaluation:stamp"), stamp)
+        pipe.execute()
+        self._evaluation = (stamp, dict(doc))
+
+    def table_version(self) -> str | None:
+        value = self.redis.get(self.key("table:version"))
+        return str(value) if value else None
+
+    def table(self) -> RoutingTable | None:
+        """Return the published table; parsed again only when its version changed."""
+        cached = self._cached_table
+        now = time.monotonic()
+        if cached is not None and now - self._table_checked < VERSION_CHECK_S:
+            return cached
+        self._table_checked = now
+        version = self.table_version()
+        if version is None:
+            return None
+        if cached is not None and cached.version == version:
+            return cached
+        raw = self.redis.get(self.key("table"))
+        if not raw:
+            return None
+        self._cached_table = table_from_json(json.loads(raw))
+        return self._cached_table
+
+    def publish_table(
+        self, table: RoutingTable, doc: dict[str, Any] | None = None, text: bytes | None = None
+    ) -> None:
+        """Store and announce the table; ``text`` is its JSON when the caller has it already."""
+        if text is None:
+            text = json_bytes(doc if doc is not None else table_to_json(table))
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(self.key("table"), text)
+        pipe.set(self.key("table:version"), table.version)
+        pipe.publish(self.key(TABLE_CHANNEL_SUFFIX), text)
+        pipe.execute()
+        self._cached_table = table
+
+    def set_drill(self, endpoint: str, instruction: Mapping[str, Any], ttl_s: float) -> None:
+        self.redis.set(
+            self.key(f"drill:{endpoint}"), json.dumps(instruction), px=max(1, int(ttl_s * 1000))
+        )
+
+    def pop_drill(self, endpoint: str) -> dict[str, Any] | None:
+        raw = self.redis.getdel(self.key(f"drill:{endpoint}"))
+        return json.loads(raw) if raw else None
+
+    def add_completions(self, by_region: Mapping[str, Sequence[Completion]]) -> None:
+        """XADD each completion to its region's stream (``MAXLEN ~``), all in one pipeline."""
+        pipe = self.redis.pipeline(transaction=False)
+        for region, items in by_region.items():
+            key = self.key(f"completions:{region}")
+            for c in items:
+                pipe.xadd(
+                    key, {"c": encode_completion(c)}, maxlen=COMPLETIONS_MAXLEN, approximate=True
+                )
+        pipe.execute()
+
+    def completions(self, region: str, after: str | None, count: int) -> list[StreamEntry]:
+        """Return up to ``count`` entries after the id ``after``, oldest first (one XREAD,
+        never blocking); with ``after`` None the last ``count`` of the stream (XREVRANGE)."""
+        if count <= 0:
+            return []
+        key = self.key(f"completions:{region}")
+        raw: list[Any]
+        if after is None:
+            raw = list(self.redis.xrevrange(key, "+", "-", count=count) or [])
+            raw.reverse()
+        else:
+            found: Any = self.redis.xread({key: after}, count=count)
+            raw = found[0][1] if found else []
+        return decode_completions((entry_id, fields.get("c", "")) for entry_id, fields in raw)
+
+    @contextmanager
+    def tick_lock(self, ttl_s: float) -> Iterator[bool]:
+        token = uuid.uuid4().hex
+        key = self.key("lock:tick")
+        held = bool(self.redis.set(key, token, nx=True, px=max(1, int(ttl_s * 1000))))
+        try:
+            yield held
+        finally:
+            if held:
+                self._release(keys=[key], args=[token])
+
+    def config_version(self) -> int:
+        now = time.monotonic()
+        if self._config is not None and now - self._config[0] < VERSION_CHECK_S:
+            return self._config[1]
+        version = int(self.redis.get(self.key("config-version")) or 0)
+        self._config = (now, version)
+        return version
+
+    def bump_config_version(self) -> None:
+        self._config = (time.monotonic(), int(self.redis.incr(self.key("config-version"))))
+
+    def token_version(self) -> int:
+        now = time.monotonic()
+        if self._tokens is not None and now - self._tokens[0] < VERSION_CHECK_S:
+            return self._tokens[1]
+        version = int(self.redis.get(self.key("token-version")) or 0)
+        self._tokens = (now, version)
+        return version
+
+    def bump_token_version(self) -> None:
+        self._tokens = (time.monotonic(), int(self.redis.incr(self.key("token-version"))))
+
+    def incr(self, items: Iterable[tuple[str, float]]) -> None:
+        """Add to counters: summed here, written by ``flush`` at most every ``FLUSH_S``."""
+        with self._pending_lock:
+            for field, amount in items:
+                self._pending[field] = self._pending.get(field, 0.0) + amount
+            due = time.monotonic() - self._flushed >= FLUSH_S
+        if due:
+            self.flush()
+        else:
+            self._ensure_flusher()
+
+    def flush(self) -> None:
+        """Write the counters summed in this process to Redis."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+            self._flushed = time.monotonic()
+        if not pending:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        key = self.key("counters")
+        for field, amount in pending.items():
+            pipe.hincrbyfloat(key, field, amount)
+        pipe.execute()
+
+    def _flush_quietly(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # Redis away at exit: those counts are lost, nothing else
+            return
+
+    def _ensure_flusher(self) -> None:
+        """Run a thread that flushes what an idle process left pending (one per process)."""
+        if self._flusher_pid == os.getpid():
+            return
+        self._flusher_pid = os.getpid()
+
+        def run() -> None:
+            while True:
+                time.sleep(FLUSH_S)
+                self._flush_quietly()
+
+        threading.Thread(target=run, name="trafficmgr-counters", daemon=True).start()
+
+    def counters(self) -> dict[str, float]:
+        self.flush()
+        return {k: float(v) for k, v in self.redis.hgetall(self.key("counters")).items()}  # type: ignore[misc]
+
+    def set_tick_info(self, info: Mapping[str, float]) -> None:
+        if info:
+            self.redis.hset(self.key("tick"), mapping={k: repr(v) for k, v in info.items()})
+
+    def tick_info(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self.redis.hgetall(self.key("tick")).items()}  # type: ignore[misc]

@@ -1,0 +1,37 @@
+"""The import direction holds and no import cycle exists (see ``layers.py``)."""
+
+from __future__ import annotations
+
+from tests.architecture import layers
+
+
+def test_every_product_module_belongs_to_a_unit() -> None:
+    for module in layers.modules():
+        layers.unit_of(module)  # raises, naming the module, when none lists it
+
+
+def test_no_import_runs_against_the_direction() -> None:
+    found = layers.all_imports()
+    assert len(found) > 500  # the walk really read the product's imports
+    assert layers.direction_violations(found) == []
+
+
+def test_no_import_cycle() -> None:
+    assert layers.cycles(layers.all_imports()) == []
+
+
+def test_the_walk_sees_an_import_against_the_direction() -> None:
+    wrong = layers.Import("regions.hotstate.memory", "regions.loop.control", 1, True)
+    sibling = layers.Import("regions.drills.runner", "regions.loop.control", 2, False)
+    engine = layers.Import("trafficmgr.dns.server", "regions.fleet.snapshot", 3, True)
+    problems = layers.direction_violations([wrong, sibling, engine])
+    assert len(problems) == 3
+    assert "imports its sibling regions.loop" in problems[0] or any(
+        "sibling" in p for p in problems
+    )
+
+
+def test_the_walk_sees_a_cycle() -> None:
+    a = layers.Import("regions.fleet.plan", "regions.fleet.writer", 1, False)
+    b = layers.Import("regions.fleet.writer", "regions.fleet.plan", 2, True)
+    assert layers.cycles([a, b]) == [["regions.fleet.plan", "regions.fleet.writer"]]
