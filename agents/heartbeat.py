@@ -1,4 +1,4 @@
-"""Heartbeat records (ARCHITECTURE §6) and their JSON form."""
+"""Heartbeat records (docs/architecture.md §4) and their JSON form."""
 
 from __future__ import annotations
 

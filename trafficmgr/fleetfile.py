@@ -1,4 +1,4 @@
-"""Read and validate the declarative fleet file (ARCHITECTURE §5) without Django.
+"""Read and validate the declarative fleet file (docs/architecture.md §4) without Django.
 
 Errors name the path inside the file (``regions[2].endpoints[0].gpu``) and, where
 YAML can tell it, the line. Aliases are refused, which also defuses YAML bombs.

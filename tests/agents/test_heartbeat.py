@@ -1,4 +1,4 @@
-"""The heartbeat's JSON form (ARCHITECTURE §6 names) and its sequence numbers."""
+"""The heartbeat's JSON form (docs/architecture.md §4 names) and its sequence numbers."""
 
 from __future__ import annotations
 

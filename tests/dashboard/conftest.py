@@ -2,7 +2,7 @@
 
 The fleet is the small named ``world`` of tests/conftest.py. The channel layer and the hot
 state are in-process, whatever REDIS_URL says: these tests are about the dashboard, not
-about Redis (tests/loop and tests/integration cover that).
+about Redis (tests/regions/loop and tests/integration cover that).
 """
 
 from __future__ import annotations

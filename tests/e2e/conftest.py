@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.drills.test_e2e_region_outage import E2E_YAML
+from tests.regions.drills.test_e2e_region_outage import E2E_YAML
 from tests.e2e.cluster import Cluster
 from tests.e2e.stores import ServicesMissing, find_services
 

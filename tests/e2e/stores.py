@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse, urlunparse
 
-# The bench uses 13, tests/loop 14, tests/drills 15, CI's REDIS_URL 0.
+# The bench uses 13, tests/regions/loop 14, tests/regions/drills 15, CI's REDIS_URL 0.
 REDIS_DBS = (12, 11, 10, 9)
 REDIS_OWNER_KEY = "trafficmgr-e2e:owner"
 REDIS_CLAIM_S = 1800  # a run killed outright frees its index after this (or once it is gone)

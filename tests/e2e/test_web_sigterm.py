@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.drills.test_e2e_region_outage import E2E_YAML
+from tests.regions.drills.test_e2e_region_outage import E2E_YAML
 from tests.e2e.cluster import (
     WEB_WORKERS,
     Cluster,

@@ -1,4 +1,4 @@
-"""The routing table the server answers from, kept fail-static (ARCHITECTURE §7).
+"""The routing table the server answers from, kept fail-static (docs/architecture.md §5).
 
 The current table lives in one ``Snapshot`` that is replaced by a single reference
 assignment, so a query sees either the old table or the new one, never a mix. A new table

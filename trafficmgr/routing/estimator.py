@@ -23,7 +23,7 @@ prompt (``observe(..., input_tokens=, prefix_hashes=)``):
   answers misses by 25 tokens on average, against 98 for the model's median), so when a
   prefix has history ``expected`` uses its median and ``tail`` its longest.
 
-Service model (shared by the picker's cost model and the simulator; ARCHITECTURE §5 figures
+Service model (shared by the picker's cost model and the simulator; docs/architecture.md §4 figures
 are per GPU and scale with ``gpus``):
 
 - prefill runs one prompt at a time, first come first served, at ``prefill_tokens_per_s x

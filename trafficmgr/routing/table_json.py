@@ -51,7 +51,7 @@ def parse_iso8601(text: Any) -> float:
 
 
 def table_to_json(table: RoutingTable) -> dict[str, Any]:
-    """Return the table as the GET /api/v1/routing/table document (ARCHITECTURE §6)."""
+    """Return the table as the GET /api/v1/routing/table document (docs/architecture.md §4)."""
     doc: dict[str, Any] = {
         "version": table.version,
         "generated_at": iso8601(table.generated_at),

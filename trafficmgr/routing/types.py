@@ -33,7 +33,7 @@ class AllDown(StrEnum):
 
 
 class RegionState(StrEnum):
-    """States of the per-region failover state machine (ARCHITECTURE §6)."""
+    """States of the per-region failover state machine (docs/architecture.md §4)."""
 
     UNKNOWN = "unknown"
     HEALTHY = "healthy"
@@ -155,7 +155,7 @@ class ClientLocation:
     point: GeoPoint | None = None
 
 
-# --- heartbeats (agent → control plane), ARCHITECTURE §6 -------------------------------
+# --- heartbeats (agent → control plane), docs/architecture.md §4 -------------------------------
 
 
 @dataclass(frozen=True, slots=True)

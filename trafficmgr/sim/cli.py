@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay an LLM request trace against a fleet under several routing "
         "policies and compare latency, throughput, utilisation and residency.",
     )
-    p.add_argument("--fleet", required=True, help="fleet YAML file (ARCHITECTURE §5)")
+    p.add_argument("--fleet", required=True, help="fleet YAML file (docs/architecture.md §4)")
     p.add_argument(
         "--trace",
         required=True,

@@ -1,4 +1,4 @@
-"""Summaries of a run, in the output JSON's shape (ARCHITECTURE §6).
+"""Summaries of a run, in the output JSON's shape (docs/architecture.md §4).
 
 - ``latency_ms`` and ``ttft_ms``: percentiles (linear interpolation) over completed requests,
   network RTT included.

@@ -1,4 +1,7 @@
-"""Run several policies over one fleet and trace; build the output document (ARCHITECTURE §6)."""
+"""Run several policies over one fleet and trace; build the output document.
+
+The document's shape is a contract: docs/architecture.md §4.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``manage.py demo``: the embedded mode in one process (ARCHITECTURE §3).
+"""``manage.py demo``: the embedded mode in one process (docs/architecture.md §4).
 
 Migrates the database, applies the demo fleet, creates an operator login and an API
 token, and serves the ASGI app with daphne until Ctrl-C.
