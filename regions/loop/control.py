@@ -34,7 +34,7 @@ from trafficmgr.routing.failover import (
     with_pauses,
 )
 from trafficmgr.routing.table import compile_table
-from trafficmgr.routing.types import Heartbeat, RoutingTable
+from trafficmgr.routing.types import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -212,10 +212,6 @@ def evaluation_doc(
         for name, m in evaluation.machines.items()
     }
     return {"at": now, "endpoints": endpoints, "regions": regions}
-
-
-def published_table() -> RoutingTable | None:
-    return hotstate.get().table()
 
 
 class EmbeddedTicker:

@@ -427,11 +427,6 @@ def history_row(endpoint_pk: int, bucket: int, hb: Heartbeat) -> HeartbeatSample
     )
 
 
-def store_sample(endpoint_pk: int, bucket: int, hb: Heartbeat) -> None:
-    """Keep one summary row per endpoint and bucket (a second writer loses quietly)."""
-    store_samples([history_row(endpoint_pk, bucket, hb)])
-
-
 def store_samples(rows: list[HeartbeatSample]) -> None:
     """Insert history rows in one statement; rows of endpoints deleted meanwhile are dropped."""
     try:

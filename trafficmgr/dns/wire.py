@@ -271,11 +271,3 @@ def wire_name(name: dns.name.Name) -> bytes:
     data = name.to_wire()
     assert data is not None  # to_wire returns the bytes when given no file
     return data
-
-
-def name_to_text(qname: bytes) -> str:
-    """Render a wire-form name as text (for logs and explanations)."""
-    try:
-        return dns.name.from_wire(qname, 0)[0].to_text()
-    except dns.exception.DNSException:
-        return "<bad name>"
