@@ -73,6 +73,7 @@ UNITS: dict[str, int] = {
     "regions": ENTRY,
     "regions.admin": ENTRY,
     "regions.apps": ENTRY,
+    "regions.caches": ENTRY,
     "regions.checks": ENTRY,
     "regions.embedded": ENTRY,
     "regions.health": ENTRY,

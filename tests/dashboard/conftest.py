@@ -20,20 +20,14 @@ Headers = list[tuple[bytes, bytes]]
 def _in_process(settings: Any) -> Iterator[Any]:
     """Plain HTTP for the test client, the in-memory channel layer, a fresh hot state."""
     from regions import hotstate
-    from regions.decisions import route
-    from regions.fleet import snapshot
-    from regions.loop import history
+    from regions.caches import reset_process_state
 
     settings.SECURE_SSL_REDIRECT = False
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     store = hotstate.MemoryHotState()
-    hotstate.use(store)
-    for module in (snapshot, route, history):
-        module.forget()
+    reset_process_state(store)
     yield store
-    hotstate.use(None)
-    for module in (snapshot, route, history):
-        module.forget()
+    reset_process_state(None)
 
 
 @pytest.fixture

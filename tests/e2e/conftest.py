@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.regions.drills.test_e2e_region_outage import E2E_YAML
 from tests.e2e.cluster import Cluster
 from tests.e2e.stores import ServicesMissing, find_services
+from tests.regions.drills.test_e2e_region_outage import E2E_YAML
 
 # The in-process drill test's fleet, with a slow start long enough to watch the ramp.
 FLEET_YAML = E2E_YAML.replace("slow_start_s: 3,", "slow_start_s: 4,")

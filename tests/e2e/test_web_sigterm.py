@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.regions.drills.test_e2e_region_outage import E2E_YAML
 from tests.e2e.cluster import (
     WEB_WORKERS,
     Cluster,
@@ -40,6 +39,7 @@ from tests.e2e.cluster import (
 from tests.e2e.observe import socket_owners
 from tests.e2e.stores import ServicesMissing, find_services
 from tests.e2e.test_dashboard_ws import VIEWER, Dashboard, create_viewer, login, open_dashboard
+from tests.regions.drills.test_e2e_region_outage import E2E_YAML
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,14 @@ from rest_framework.validators import UniqueValidator
 
 from regions.api.serializers import StrictModelSerializer
 from regions.middleware import BodySizeLimitMiddleware
-from tests.regions.api.api_calls import API, NEW_ENDPOINT, NEW_REGION, assert_error, send_json, send_raw
+from tests.regions.api.api_calls import (
+    API,
+    NEW_ENDPOINT,
+    NEW_REGION,
+    assert_error,
+    send_json,
+    send_raw,
+)
 
 pytestmark = pytest.mark.django_db
 

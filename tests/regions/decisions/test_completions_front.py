@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.regions.loop.asgi_calls import Recorder, call
 from tests.regions.decisions.test_completions_report import GOOD, URL, item, stored
+from tests.regions.loop.asgi_calls import Recorder, call
 from tests.regions.loop.test_loop_front import bearer, django_app, front, same_reply, secrets
 
 pytestmark = pytest.mark.django_db(transaction=True)

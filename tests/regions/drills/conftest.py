@@ -50,11 +50,7 @@ class RecordingHotState(MemoryHotState):
 def store(settings: Any) -> Iterator[RecordingHotState]:
     """A fresh recording hot state, per-process caches emptied, a private liveness cache and
     an in-memory channel layer, whatever REDIS_URL says (Redis tests build their own store)."""
-    from regions import hotstate
-    from regions.api.loop_views import LoopRateThrottle
-    from regions.decisions import route
-    from regions.fleet import snapshot
-    from regions.loop import history
+    from regions.caches import reset_process_state
 
     settings.SECURE_SSL_REDIRECT = False
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -64,15 +60,10 @@ def store(settings: Any) -> Iterator[RecordingHotState]:
             "LOCATION": f"drills-{uuid.uuid4().hex}",
         }
     }
-    LoopRateThrottle._windows.clear()
     recording = RecordingHotState()
-    hotstate.use(recording)
-    for module in (snapshot, route, history):
-        module.forget()
+    reset_process_state(recording)
     yield recording
-    hotstate.use(None)
-    for module in (snapshot, route, history):
-        module.forget()
+    reset_process_state(None)
 
 
 @pytest.fixture(autouse=True)

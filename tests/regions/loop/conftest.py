@@ -84,22 +84,12 @@ IN_IP = "49.207.0.1"
 def fresh_hot_state() -> Iterator[Any]:
     """A fresh in-process hot state and empty per-process caches for each test."""
     from regions import hotstate
-    from regions.api.loop_views import LoopRateThrottle
-    from regions.decisions import route
-    from regions.fleet import snapshot
-    from regions.loop import history
+    from regions.caches import reset_process_state
 
-    LoopRateThrottle._windows.clear()
     store = hotstate.MemoryHotState()
-    hotstate.use(store)
-    snapshot.forget()
-    route.forget()
-    history.forget()
+    reset_process_state(store)
     yield store
-    hotstate.use(None)
-    snapshot.forget()
-    route.forget()
-    history.forget()
+    reset_process_state(None)
 
 
 @pytest.fixture(autouse=True)
