@@ -14,6 +14,7 @@ class RegionsConfig(AppConfig):
         from regions.audit import trail  # noqa: F401
         from regions.drills.service import rollback_dangling_drills
         from regions.loop import control
+        from trafficmgr import celery  # noqa: F401  the configured app, current for shared tasks
 
         # The loop restores the faults of drills whose runner died, before its first tick.
         control.on_first_tick(rollback_dangling_drills)
