@@ -15,6 +15,11 @@ model for the picker's estimates and the simulation):
 
 Nothing here decides anything; the gateway's view (``EndpointLoad``) is built from the
 server's state plus the *estimated* output lengths the picker gave, never the true ones.
+
+Two drivers share this model: the discrete-event simulation (``sim.des``) and the live
+simulated inference server (``trafficmgr.simserver.engine``), which steps it in real time and
+also uses ``decoded`` (a request's tokens so far, to stream them) and ``cancel`` (a client
+that went away, as vLLM aborts it).
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from dataclasses import dataclass
 
 from trafficmgr.routing.estimator import ServiceRates, service_rates
 from trafficmgr.routing.picker import EndpointLoad
+from trafficmgr.routing.prompt import BLOCK_TOKENS
 from trafficmgr.routing.types import Endpoint, GpuProfile
 
+__all__ = ["BLOCK_TOKENS", "EPS_TOKENS", "EndpointServer", "Job"]
+
 EPS_TOKENS = 1e-6
-BLOCK_TOKENS = 512
 
 
 @dataclass(slots=True)
@@ -44,6 +51,7 @@ class Job:
     decode_from: float = 0.0  # virtual clock when it started decoding
     first_token_at: float = -1.0
     arrived: float = 0.0
+    cached_tokens: int = 0  # prompt tokens the prefix cache held at admission
 
     @property
     def kv_tokens(self) -> int:
@@ -157,6 +165,34 @@ class EndpointServer:
         self.version += 1
         return lost
 
+    def cancel(self, job: Job, now: float) -> bool:
+        """Drop a request wherever it is (its client went away); return whether it was here."""
+        self.advance(now)
+        if _remove(self.waiting, job):
+            self.waiting_input -= job.input_tokens
+            self.queued_expected -= job.expected_output
+        elif _remove(self.prefill, job):
+            self.prefill_backlog -= job.prefill_left
+            self.queued_expected -= job.expected_output
+            self._release(job)
+        else:
+            kept = [e for e in self.decoding if e[2] is not job]
+            if len(kept) == len(self.decoding):
+                return False
+            heapq.heapify(kept)
+            self.decoding = kept
+            self._release(job)
+        self._admit()
+        self.version += 1
+        return True
+
+    def decoded(self, job: Job) -> int:
+        """Return the output tokens a request has produced so far (0 before its first)."""
+        if job.first_token_at < 0.0:
+            return 0
+        done = 1 + int(self.vclock - job.decode_from + EPS_TOKENS)
+        return min(job.output_tokens, done)
+
     def _admit(self) -> None:
         slots = self.rates.max_concurrency
         room = self.rates.kv_capacity_tokens
@@ -168,7 +204,8 @@ class EndpointServer:
             self.waiting.popleft()
             self.waiting_input -= job.input_tokens
             self.kv_used += job.kv_tokens
-            job.prefill_left = float(max(1, job.input_tokens - self._cache_hit(job.hashes)))
+            job.cached_tokens = min(job.input_tokens, self._cache_hit(job.hashes))
+            job.prefill_left = float(max(1, job.input_tokens - job.cached_tokens))
             self.prefill_backlog += job.prefill_left
             self.prefill.append(job)
 
@@ -233,3 +270,12 @@ class EndpointServer:
     def work_done_s(self) -> float:
         """Return the GPU-seconds at full rate this server has worked so far."""
         return self.rates.work_s(self.prefill_done, self.decode_done)
+
+
+def _remove(queue: deque[Job], job: Job) -> bool:
+    """Remove ``job`` (by identity) from ``queue``; return whether it was there."""
+    for i, queued in enumerate(queue):
+        if queued is job:
+            del queue[i]
+            return True
+    return False
