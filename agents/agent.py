@@ -16,6 +16,7 @@ from agents.heartbeat import (
     Heartbeat,
     ProbeReading,
     SeqCounter,
+    new_session,
     to_json,
 )
 from agents.nvml import NvmlCollector
@@ -56,6 +57,7 @@ class Agent:
         self.nvml_state = nvml_state
         self.drills = DrillState(clock)
         self.seq = SeqCounter(wall)
+        self.session = new_session()
         self.flush_s = flush_s
         self._clock = clock
         self._wall = wall
@@ -107,6 +109,7 @@ class Agent:
             server=server,
             probe=probe,
             agent=status,
+            session=self.session,
         )
 
     def tick(self) -> Heartbeat | None:

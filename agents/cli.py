@@ -82,6 +82,9 @@ def build_agent(cfg: AgentConfig, nvml: Any = None) -> Agent:
             cfg.token,
             timeout=cfg.push_timeout_s,
             buffer_size=cfg.buffer_size,
+            # Back within two intervals of the control plane's return: the loop holds its
+            # decisions that long after an outage of its own (regions.loop.hold).
+            backoff_max=min(10.0, max(1.0, 2 * cfg.interval_s)),
             opener=control_plane_opener(cfg.ca_file),
         )
     return Agent(

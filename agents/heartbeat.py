@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -106,6 +107,12 @@ class Heartbeat:
     probe: ProbeReading | None = None
     agent: AgentStatus | None = None
     drill: Mapping[str, Any] | None = None  # set while a drill instruction is being obeyed
+    session: str = ""  # this agent run: its seq counts within it (a restart starts another)
+
+
+def new_session() -> str:
+    """A random id for one agent run (22 characters of base64url)."""
+    return secrets.token_urlsafe(16)
 
 
 class SeqCounter:
@@ -298,4 +305,6 @@ def to_json(hb: Heartbeat) -> dict[str, Any]:
         }
     if hb.drill is not None:
         doc["drill"] = _drill_to_json(hb.drill)
+    if hb.session:
+        doc["session"] = hb.session[:64]
     return doc

@@ -33,6 +33,7 @@ PERMANENT_STATUSES = frozenset({400, 409, 410, 413, 415, 422})
 # before the control plane; one that refuses such a key as unknown gets heartbeats without it.
 OPTIONAL_GPU_KEYS = frozenset({"util_source"})
 OPTIONAL_SERVER_KEYS = frozenset({"output_tokens"})  # omitted as "server.<key>"
+OPTIONAL_KEYS = frozenset({"session"})  # top-level keys an older control plane may not know
 _GPU_FIELD = re.compile(r"gpus\[\d+\]\.(\w+)")
 _SERVER_FIELD = re.compile(r"server\.(\w+)")
 MAX_ERROR_BYTES = 4096
@@ -129,7 +130,10 @@ def _detail(body: bytes) -> str:
 
 
 def _optional_key(path: str) -> str | None:
-    """Name an optional key by its path: ``util_source`` (per GPU) or ``server.output_tokens``."""
+    """Name an optional key by its path: ``util_source`` (per GPU), ``server.output_tokens``
+    or a top-level one (``session``)."""
+    if path in OPTIONAL_KEYS:
+        return path
     match = _GPU_FIELD.fullmatch(path)
     if match is not None and match.group(1) in OPTIONAL_GPU_KEYS:
         return match.group(1)
@@ -295,7 +299,7 @@ class Pusher:
         """The heartbeat without the optional keys the control plane refused."""
         if not self.omitted:
             return heartbeat
-        out = heartbeat
+        out = {k: v for k, v in heartbeat.items() if k not in self.omitted}
         gpus = heartbeat.get("gpus")
         if isinstance(gpus, list) and not self.omitted.isdisjoint(OPTIONAL_GPU_KEYS):
             kept = [
@@ -353,7 +357,7 @@ class Pusher:
             log.warning(
                 "the control plane does not know the optional %s (an older version?); "
                 "heartbeats go without it",
-                key if key.startswith("server.") else f"gpus[].{key}",
+                key if key.startswith("server.") or key in OPTIONAL_KEYS else f"gpus[].{key}",
             )
             return True  # the same heartbeat goes again at once, without the key
         if not exc.retryable:

@@ -13,7 +13,7 @@ from regions.access import auth
 from regions.api.loop_views import LoopRateThrottle
 from regions.decisions import route
 from regions.fleet import snapshot
-from regions.hotstate import HotState
+from regions.hotstate import HotState, impairment
 from regions.loop import history
 
 
@@ -24,4 +24,6 @@ def reset_process_state(store: HotState | None = None) -> None:
     route.forget()
     history.forget()
     auth.cache.clear()
+    auth.database.succeeded()
+    impairment.forget()
     LoopRateThrottle._windows.clear()

@@ -42,6 +42,7 @@ TICKS = "ticks"
 TICK_BUCKET = "tick_bucket"
 TICK_SUM = "tick_sum"
 PUBLISHES = "publishes"
+FAIL_STATIC = "fail_static"
 
 
 def count_ingest(accepted: bool, reason: str) -> None:
@@ -69,6 +70,18 @@ def observe_tick(duration_s: float, overran: bool, now: float) -> None:
     store = hotstate.get()
     store.incr(items)
     store.set_tick_info({"last_duration_s": duration_s, "last_at": now})
+
+
+def count_fail_static(what: str) -> None:
+    """Count a request served from what was known before because a store was away."""
+    try:
+        hotstate.get().incr([(counter_field(FAIL_STATIC, {"what": what}), 1)])
+    except Exception:  # counting must never fail what it counts
+        return
+
+
+def count_tick_held() -> None:
+    hotstate.get().incr([(counter_field(TICKS, {"result": "held"}), 1)])
 
 
 def count_tick_skipped() -> None:
@@ -102,8 +115,14 @@ def _counters(raw: dict[str, float]) -> Iterator[Metric]:
     )
     ticks = CounterMetricFamily(
         "trafficmgr_ticks",
-        "Control-loop ticks: ran, overran (took longer than the interval) or skipped (lock held)",
+        "Control-loop ticks: ran, overran (took longer than the interval), skipped (lock held) "
+        "or held (the control plane's own impairment: the last decision kept)",
         labels=["result"],
+    )
+    fail_static = CounterMetricFamily(
+        "trafficmgr_fail_static",
+        "Requests served from what was known before because a store was unreachable",
+        labels=["what"],
     )
     buckets: dict[float, float] = {}
     for field, value in sorted(raw.items()):
@@ -119,7 +138,9 @@ def _counters(raw: dict[str, float]) -> Iterator[Metric]:
             ticks.add_metric([labels.get("result", "")], value)
         elif name == TICK_BUCKET:
             buckets[float(labels["le"])] = value
-    yield from (ingest, decisions, ticks)
+        elif name == FAIL_STATIC:
+            fail_static.add_metric([labels.get("what", "")], value)
+    yield from (ingest, decisions, ticks, fail_static)
     yield CounterMetricFamily(
         "trafficmgr_table_publishes",
         "Routing table versions published",

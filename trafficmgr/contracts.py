@@ -13,7 +13,15 @@ and the gateways, which never import the Django app):
   latest;
 - ``machines``, ``evaluation`` JSON carried from tick to tick, ``evaluation:stamp`` set with
   each evaluation so that readers parse it once per tick; ``drill:<endpoint>`` pending
-  drill instructions; ``lock:tick`` the tick lock (SET NX PX, released by compare-and-delete);
+  drill instructions; ``lock:tick`` the tick lock (SET NX PX, renewed while the tick runs,
+  released by compare-and-delete; its value is ``host:pid:nonce``), ``tick:fence`` the
+  fencing token, bumped with each lock taken: a tick's state is written (one script: machines,
+  evaluation, table, outbox) only while no newer fence exists;
+- ``events:outbox`` a list of events (``Event`` rows as JSON) a tick could not write to the
+  database, stored there by the next tick that can; ``epoch`` set once per Redis dataset, so
+  that a restart that lost the data is noticed (state is then restored from the database);
+  ``impairments`` hash process → ``"start end"``, the spells when a process could not take
+  heartbeats for its own reasons (the loop holds its decisions over them);
 - ``completions:<region>`` a stream of the completions gateways reported for the region's
   endpoints, one entry per request (field ``c``: a ``Completion`` as a JSON array), trimmed
   to about ``COMPLETIONS_MAXLEN``; every web process and gateway reads it to feed its own
@@ -53,6 +61,10 @@ MACHINES_KEY = "machines"
 EVALUATION_KEY = "evaluation"
 EVALUATION_STAMP_KEY = "evaluation:stamp"
 TICK_LOCK_KEY = "lock:tick"
+TICK_FENCE_KEY = "tick:fence"
+EVENTS_OUTBOX_KEY = "events:outbox"
+EPOCH_KEY = "epoch"
+IMPAIRMENTS_KEY = "impairments"
 CONFIG_VERSION_KEY = "config-version"
 TOKEN_VERSION_KEY = "token-version"
 COUNTERS_KEY = "counters"

@@ -90,6 +90,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
     }
+elif env_bool("TRAFFICMGR_DB_POOL", True):
+    # One connection pool per process (Django's psycopg pool) instead of a connection per
+    # thread kept CONN_MAX_AGE: under ASGI every request runs in a thread of its own, so
+    # connections grew with concurrency until the server's limit. A process holds at most
+    # TRAFFICMGR_DB_POOL_MAX connections (default 8: 2 web workers, 2 celery processes and
+    # beat hold at most 40, far below PostgreSQL's 100) and waits TRAFFICMGR_DB_POOL_TIMEOUT_S
+    # (default 2) for a free one.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": 2,
+        **DATABASES["default"]["OPTIONS"],  # type: ignore[dict-item]
+        "pool": {
+            "min_size": 0,
+            "max_size": env_int("TRAFFICMGR_DB_POOL_MAX", 8),
+            "timeout": env_float("TRAFFICMGR_DB_POOL_TIMEOUT_S", 2.0),
+            "max_idle": 60.0,
+        },
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")

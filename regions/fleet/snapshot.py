@@ -7,22 +7,29 @@ differs, and at least every ``MAX_AGE_S`` in case a write bypassed the signals (
 
 The control loop reloads its view after a tick once it is within ``REFRESH_AHEAD_S`` of that
 age (``refresh_ahead``), so the reload happens between ticks rather than inside one.
+
+Fail static: when the database cannot be reached, the view held is used as it is (heartbeats,
+decisions and ticks go on with the last configuration read) and reloaded once it answers.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from regions import hotstate
 from trafficmgr.routing.table import static_table
 from trafficmgr.routing.types import Endpoint, Fleet, RoutingTable
 
+log = logging.getLogger(__name__)
+
 MAX_AGE_S = 10.0
+RETRY_S = 2.0  # while the database is away, how often a reload is tried
 REFRESH_AHEAD_S = 3.0
 
 
@@ -107,8 +114,20 @@ def current(max_age_s: float = MAX_AGE_S) -> FleetView:
             or view.config_version != version
             or (time.monotonic() - view.loaded_at >= max_age_s)
         ):
-            view = _cached = load()
+            view = _cached = _reload(view)
         return view
+
+
+def _reload(held: FleetView | None) -> FleetView:
+    """Read the view again; keep the one held while the database is away."""
+    try:
+        return load()
+    except DatabaseError:
+        if held is None:
+            raise
+        log.warning("fleet view: database unreachable, keeping the view read before")
+        held.loaded_at = time.monotonic() - max(0.0, MAX_AGE_S - RETRY_S)
+        return held
 
 
 def refresh_ahead(ahead_s: float = REFRESH_AHEAD_S) -> bool:
@@ -118,7 +137,7 @@ def refresh_ahead(ahead_s: float = REFRESH_AHEAD_S) -> bool:
     if view is None or time.monotonic() - view.loaded_at < MAX_AGE_S - ahead_s:
         return False
     with _lock:
-        _cached = load()
+        _cached = _reload(_cached)
     return True
 
 

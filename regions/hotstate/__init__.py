@@ -12,18 +12,24 @@ import threading
 
 from django.conf import settings
 
+from regions.hotstate import impairment
 from regions.hotstate.memory import MemoryHotState
 from regions.hotstate.protocols import (
     RESTART_GAP_S,
+    UNFENCED,
     CompletionStream,
     Counters,
     DrillMailbox,
     HeartbeatPut,
     HeartbeatStore,
     HotState,
+    Lease,
     LoopStateStore,
+    Order,
     PutResult,
+    Stored,
     TableStore,
+    TickState,
     Versions,
     is_newer,
 )
@@ -31,6 +37,7 @@ from trafficmgr.contracts import Completion, StreamEntry, stream_position
 
 __all__ = [
     "RESTART_GAP_S",
+    "UNFENCED",
     "Completion",
     "CompletionStream",
     "Counters",
@@ -38,14 +45,19 @@ __all__ = [
     "HeartbeatPut",
     "HeartbeatStore",
     "HotState",
+    "Lease",
     "LoopStateStore",
     "MemoryHotState",
+    "Order",
     "PutResult",
+    "Stored",
     "StreamEntry",
     "TableStore",
+    "TickState",
     "Versions",
     "get",
     "is_newer",
+    "note_impairment",
     "stream_position",
     "use",
 ]
@@ -74,3 +86,17 @@ def use(store: HotState | None) -> None:
     """Replace this process's hot state (tests); None goes back to the configured one."""
     global _store
     _store = store
+
+
+def note_impairment() -> None:
+    """Record that this process refused a heartbeat for its own reasons (a store away), and
+    hand the spell to the hot state now if it answers (else with its next heartbeat)."""
+    impairment.note()
+    spell = impairment.pending()
+    if spell is None:
+        return
+    try:
+        get().add_impairment(impairment.source(), spell)
+    except Exception:  # the hot state is away too: the Redis store hands it over later
+        return
+    impairment.taken(spell)

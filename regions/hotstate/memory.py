@@ -9,7 +9,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from regions.hotstate.protocols import HeartbeatPut, PutResult, is_newer
+from regions.hotstate.protocols import (
+    HeartbeatPut,
+    Lease,
+    Order,
+    PutResult,
+    Stored,
+    TickState,
+    is_newer,
+    stored_seq,
+)
 from trafficmgr.contracts import (
     COMPLETIONS_MAXLEN,
     Completion,
@@ -27,12 +36,13 @@ class MemoryHotState:
         self._lock = threading.Lock()
         self._tick_lock = threading.Lock()
         self._completion_seq = 0  # not reset: ids stay ascending for readers of this store
+        self._fence = 0  # not reset: fences only grow
         self.reset()
 
     def reset(self) -> None:
         with self._lock:
             self._hb: dict[str, Heartbeat] = {}
-            self._meta: dict[str, tuple[int, float, int]] = {}
+            self._meta: dict[str, tuple[Stored, int]] = {}  # endpoint → (order, bucket)
             self._totals: dict[str, dict[str, list[int]]] = {}
             self._machines: dict[str, RegionMachine] = {}
             self._evaluation: dict[str, Any] = {}
@@ -44,18 +54,31 @@ class MemoryHotState:
             self._tick: dict[str, float] = {}
             self._completions: dict[str, deque[tuple[int, Completion]]] = {}
             self.listeners: list[Any] = []
+            self._outbox: list[bytes] = []
+            self._impairments: dict[str, tuple[float, float]] = {}
+            self._epoch = "memory"
 
     def put_heartbeat(
-        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+        self,
+        hb: Heartbeat,
+        bucket: int,
+        totals: Mapping[str, list[int]] | None = None,
+        order: Order | None = None,
     ) -> PutResult:
+        order = order or Order()
         with self._lock:
-            old = self._meta.get(hb.endpoint)
-            if old is not None and not is_newer(hb.seq, hb.sent_at, old[0], old[1]):
+            found = self._meta.get(hb.endpoint)
+            old = found[0] if found is not None else None
+            if old is not None and not is_newer(hb.seq, hb.sent_at, hb.received_at, order, old):
                 return PutResult(False, False)
-            self._meta[hb.endpoint] = (hb.seq, hb.sent_at, bucket)
+            seq = stored_seq(hb.seq, hb.received_at, order, old)
+            self._meta[hb.endpoint] = (
+                Stored(seq, hb.sent_at, hb.received_at, order.session),
+                bucket,
+            )
             self._hb[hb.endpoint] = hb
             self._totals[hb.endpoint] = dict(totals or {})
-            fresh = old is None or old[2] != bucket
+            fresh = found is None or found[1] != bucket
         return PutResult(True, fresh, self.pop_drill(hb.endpoint))
 
     def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
@@ -140,13 +163,56 @@ class MemoryHotState:
         return [(f"0-{seq}", c) for seq, c in chosen[: max(0, count)]]
 
     @contextmanager
-    def tick_lock(self, ttl_s: float) -> Iterator[bool]:
+    def tick_lock(self, ttl_s: float, fence_floor: int = 0) -> Iterator[Lease]:
         held = self._tick_lock.acquire(blocking=False)
+        lease = Lease(held)
+        if held:
+            with self._lock:
+                self._fence = max(self._fence + 1, fence_floor)
+                lease.fence = self._fence
         try:
-            yield held
+            yield lease
         finally:
             if held:
                 self._tick_lock.release()
+
+    def save_tick(self, state: TickState) -> bool:
+        """Store what a tick leaves (unless a newer tick's fence came since) and publish."""
+        with self._lock:
+            if 0 <= state.fence < self._fence:
+                return False
+            self._machines = dict(state.machines)
+            self._evaluation = dict(state.evaluation)
+            self._outbox.extend(state.outbox)
+        if state.table is not None:
+            self.publish_table(state.table)
+        return True
+
+    def outbox(self, count: int) -> list[bytes]:
+        with self._lock:
+            return self._outbox[:count]
+
+    def trim_outbox(self, count: int) -> None:
+        with self._lock:
+            del self._outbox[:count]
+
+    def epoch(self) -> str | None:
+        return self._epoch or None
+
+    def claim_epoch(self, epoch: str) -> bool:
+        with self._lock:
+            if self._epoch:
+                return False
+            self._epoch = epoch
+            return True
+
+    def impairments(self) -> list[tuple[float, float]]:
+        with self._lock:
+            return list(self._impairments.values())
+
+    def add_impairment(self, source: str, spell: tuple[float, float]) -> None:
+        with self._lock:
+            self._impairments[source] = spell
 
     def config_version(self) -> int:
         return self._config_version

@@ -24,27 +24,103 @@ class PutResult:
     drill: dict[str, Any] | None = None  # a pending drill instruction, taken with the beat
 
 
-# One heartbeat to compare and set: the beat, its history bucket, the agent's running counts.
-HeartbeatPut = tuple[Heartbeat, int, Mapping[str, list[int]] | None]
+@dataclass(frozen=True, slots=True)
+class Order:
+    """How a heartbeat is ordered against the stored one (see ``is_newer``)."""
+
+    session: str = ""  # the agent run that sent it ("": an agent that sends none)
+    hold_s: float = 1.0  # one heartbeat interval: the longest a stored beat blocks others
+
+
+# One heartbeat to compare and set: the beat, its history bucket, the agent's running counts
+# and its ordering (an absent ``Order`` is ``Order()``).
+HeartbeatPut = tuple[Heartbeat, int, Mapping[str, list[int]] | None, Order]
 
 RESTART_GAP_S = 2.0
+# The largest seq step taken at face value per second since the stored heartbeat arrived (our
+# agents count milliseconds of their wall clock), plus one interval's worth: a larger step
+# is stored as that much, so a forged huge seq cannot outrank the real ones for long.
+SEQ_PER_S = 1000
 
 
-def is_newer(seq: int, sent_at: float, old_seq: int, old_sent_at: float) -> bool:
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """The ordering facts of the stored heartbeat of an endpoint."""
+
+    seq: int
+    sent_at: float
+    received_at: float | None = None  # None: stored by an older release
+    session: str = ""
+
+
+def is_newer(seq: int, sent_at: float, received_at: float, order: Order, old: Stored) -> bool:
     """Tell whether a heartbeat supersedes the stored one.
 
-    A higher seq wins. A lower or equal seq wins only when it was sent at least
-    ``RESTART_GAP_S`` later: the agent restarted and counts from zero again. Replays and
-    out-of-order deliveries are neither, so they lose.
+    - another session (an agent restart, or an agent that starts sending one) wins at once;
+    - in one session a higher seq wins; a lower or equal one (a replay, an out-of-order
+      delivery) loses, but only within ``order.hold_s`` (one heartbeat interval) of the stored
+      beat's arrival: a forged or replayed beat silences nobody for longer than that;
+    - without sessions, a beat sent ``RESTART_GAP_S`` after the stored one also wins (an old
+      agent restarted and counts from zero again); ``sent_at`` is checked against the control
+      plane's clock before this (``regions.loop.ingest.SKEW_S``).
     """
-    return seq > old_seq or sent_at >= old_sent_at + RESTART_GAP_S
+    if order.session != old.session or seq > old.seq:
+        return True
+    if not order.session and sent_at >= old.sent_at + RESTART_GAP_S:
+        return True
+    return old.received_at is None or received_at >= old.received_at + order.hold_s
+
+
+def stored_seq(seq: int, received_at: float, order: Order, old: Stored | None) -> int:
+    """The seq to keep for an accepted beat: a jump beyond plausibility is cut down to it."""
+    if old is None or old.session != order.session or old.received_at is None or seq <= old.seq:
+        return seq
+    elapsed = max(0.0, received_at - old.received_at) + order.hold_s
+    return min(seq, old.seq + int(SEQ_PER_S * elapsed) + 1)
+
+
+@dataclass
+class Lease:
+    """The tick lock as held by one tick: false when another tick holds it.
+
+    ``fence`` grows with every acquisition (the fencing token): a write of the tick's state
+    carries it, and the stores refuse one older than the newest lease, so a tick that stalled
+    past its lock's expiry cannot publish over a newer tick. ``lost`` tells that renewing the
+    lock found it gone.
+    """
+
+    held: bool
+    fence: int = 0
+    lost: bool = False
+
+    def __bool__(self) -> bool:
+        return self.held
+
+
+UNFENCED = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TickState:
+    """What one tick leaves in the hot state, written at once and only under its fence."""
+
+    fence: int  # the lease's; UNFENCED for a tick run without the lock (tests, tools)
+    machines: Mapping[str, RegionMachine]
+    evaluation: Mapping[str, Any]
+    table: RoutingTable | None = None  # a new version to publish
+    table_text: bytes | None = None  # its JSON
+    outbox: Sequence[bytes] = ()  # events the database did not take, to store later
 
 
 class HeartbeatStore(Protocol):
     """Latest heartbeat per endpoint, compared and set by sequence."""
 
     def put_heartbeat(
-        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+        self,
+        hb: Heartbeat,
+        bucket: int,
+        totals: Mapping[str, list[int]] | None = None,
+        order: Order | None = None,
     ) -> PutResult: ...
     def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]: ...
     def error_totals(self, endpoint: str) -> dict[str, list[int]]: ...
@@ -60,7 +136,14 @@ class LoopStateStore(Protocol):
     def set_machines(self, machines: Mapping[str, RegionMachine]) -> None: ...
     def evaluation(self) -> dict[str, Any]: ...
     def set_evaluation(self, doc: Mapping[str, Any]) -> None: ...
-    def tick_lock(self, ttl_s: float) -> Any: ...
+    def tick_lock(self, ttl_s: float, fence_floor: int = 0) -> Any: ...
+    def save_tick(self, state: TickState) -> bool: ...
+    def outbox(self, count: int) -> list[bytes]: ...
+    def trim_outbox(self, count: int) -> None: ...
+    def epoch(self) -> str | None: ...
+    def claim_epoch(self, epoch: str) -> bool: ...
+    def impairments(self) -> list[tuple[float, float]]: ...
+    def add_impairment(self, source: str, spell: tuple[float, float]) -> None: ...
     def set_tick_info(self, info: Mapping[str, float]) -> None: ...
     def tick_info(self) -> dict[str, float]: ...
 

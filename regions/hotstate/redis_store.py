@@ -1,8 +1,15 @@
-"""The Redis hot state of the distributed mode (keys: see ``regions.hotstate``)."""
+"""The Redis hot state of the distributed mode (keys: see ``trafficmgr.contracts``).
+
+What a Redis restart must not cost: counters summed here are kept until Redis took them
+(a flush that fails keeps them pending), and this process's spells of failing to reach
+Redis are handed over once it answers again (``regions.hotstate.impairment``). The tick
+lock is a lease with a fencing token; see ``tick_lock`` and ``save_tick``.
+"""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import threading
@@ -13,13 +20,32 @@ from contextlib import contextmanager
 from typing import Any
 
 import msgspec
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
-from regions.hotstate.protocols import RESTART_GAP_S, HeartbeatPut, PutResult
+from regions.hotstate import impairment
+from regions.hotstate.protocols import (
+    RESTART_GAP_S,
+    SEQ_PER_S,
+    HeartbeatPut,
+    Lease,
+    Order,
+    PutResult,
+    TickState,
+)
 from trafficmgr.contracts import (
     COMPLETIONS_MAXLEN,
+    EPOCH_KEY,
+    EVALUATION_KEY,
+    EVALUATION_STAMP_KEY,
+    EVENTS_OUTBOX_KEY,
+    IMPAIRMENTS_KEY,
+    MACHINES_KEY,
     PREFIX,
     TABLE_CHANNEL_SUFFIX,
+    TABLE_KEY,
+    TABLE_VERSION_KEY,
+    TICK_FENCE_KEY,
+    TICK_LOCK_KEY,
     Completion,
     StreamEntry,
     decode_completions,
@@ -39,25 +65,73 @@ from trafficmgr.routing.types import Heartbeat, RoutingTable
 VERSION_CHECK_S = 0.2
 # Counters are summed in process and written at most this often (and at exit).
 FLUSH_S = 0.5
+# Impairment spells older than this are forgotten.
+IMPAIRMENT_KEEP_S = 86400.0
 
-# The same rule as is_newer, atomically, in Redis.
+# The same rules as is_newer and stored_seq, atomically, in Redis. The stored order is
+# "seq sent_at bucket received_at session"; rows of older releases have the first three only.
 _PUT_HEARTBEAT_LUA = """
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 local fresh = 1
+local seq, sent, recv = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[8])
+local session, hold = ARGV[9], tonumber(ARGV[10])
+local keep = ARGV[2]
 if old then
-  local oseq, osent, obucket = string.match(old, '^(%S+) (%S+) (%S+)$')
-  local seq, sent = tonumber(ARGV[2]), tonumber(ARGV[3])
-  if not (seq > tonumber(oseq) or sent >= tonumber(osent) + tonumber(ARGV[6])) then
-    return {0, 0}
-  end
+  local oseq, osent, obucket, orecv, osession =
+    string.match(old, '^(%S+) (%S+) (%S+) ?(%S*) ?(%S*)$')
+  oseq, osent, orecv = tonumber(oseq), tonumber(osent), tonumber(orecv)
+  local newer = session ~= osession or seq > oseq
+  if not newer and session == '' and sent >= osent + tonumber(ARGV[6]) then newer = true end
+  if not newer and (orecv == nil or recv >= orecv + hold) then newer = true end
+  if not newer then return {0, 0} end
   if obucket == ARGV[4] then fresh = 0 end
+  if session == osession and orecv ~= nil and seq > oseq then
+    local limit = oseq + math.floor(tonumber(ARGV[11]) * (math.max(0, recv - orecv) + hold)) + 1
+    if seq > limit then keep = string.format('%.0f', limit) end
+  end
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
+local meta = keep .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[8]
+if session ~= '' then meta = meta .. ' ' .. session end
+redis.call('HSET', KEYS[1], ARGV[1], meta)
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[5])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[7])
 local drill = redis.call('GET', KEYS[4])
 if drill then redis.call('DEL', KEYS[4]) end
 return {1, fresh, drill}
+"""
+
+# Take the tick lock and, with it, the next fencing token (never below ARGV[3]: a Redis that
+# lost its data starts counting again from where the database says the last tick was).
+_ACQUIRE_LUA = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local fence = redis.call('INCR', KEYS[2])
+if fence < tonumber(ARGV[3]) then
+  fence = tonumber(ARGV[3])
+  redis.call('SET', KEYS[2], fence)
+end
+return fence
+"""
+
+_RENEW_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+# Store a tick's state unless a newer lease was taken since (the fencing check), publish its
+# table, and queue the events the database did not take; all or nothing.
+_SAVE_TICK_LUA = """
+local fence = tonumber(ARGV[1])
+if fence >= 0 and tonumber(redis.call('GET', KEYS[1]) or '0') > fence then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[3], ARGV[3])
+redis.call('SET', KEYS[4], ARGV[4])
+for i = 8, #ARGV do redis.call('RPUSH', KEYS[5], ARGV[i]) end
+if ARGV[5] ~= '' then
+  redis.call('SET', KEYS[6], ARGV[6])
+  redis.call('SET', KEYS[7], ARGV[5])
+  redis.call('PUBLISH', ARGV[7], ARGV[6])
+end
+return 1
 """
 
 _RELEASE_LUA = """
@@ -90,6 +164,9 @@ class RedisHotState:
         self.prefix = prefix
         self._put = self.redis.register_script(_PUT_HEARTBEAT_LUA)
         self._release = self.redis.register_script(_RELEASE_LUA)
+        self._acquire = self.redis.register_script(_ACQUIRE_LUA)
+        self._renew = self.redis.register_script(_RENEW_LUA)
+        self._save_tick = self.redis.register_script(_SAVE_TICK_LUA)
         self._cached_table: RoutingTable | None = None
         self._table_checked = 0.0
         # Heartbeats decoded before, by endpoint: (stored JSON, heartbeat); reused while the
@@ -121,15 +198,42 @@ class RedisHotState:
             self._pending.clear()
 
     def put_heartbeat(
-        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+        self,
+        hb: Heartbeat,
+        bucket: int,
+        totals: Mapping[str, list[int]] | None = None,
+        order: Order | None = None,
     ) -> PutResult:
-        keys, args = self._put_arguments(hb, bucket, totals)
-        return _put_result(self._put(keys=keys, args=args))
+        keys, args = self._put_arguments(hb, bucket, totals, order)
+        try:
+            result = _put_result(self._put(keys=keys, args=args))
+        except RedisError:
+            impairment.note()
+            raise
+        self._hand_over_impairment()
+        return result
 
     def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
         """Compare and set many heartbeats in one round trip (a pipeline), in order."""
         if len(items) == 1:
             return [self.put_heartbeat(*items[0])]
+        try:
+            results = self._put_many(items)
+        except RedisError:
+            impairment.note()
+            raise
+        self._hand_over_impairment()
+        return results
+
+    def _hand_over_impairment(self) -> None:
+        """Give the hot state this process's spell of not reaching it, once it answers."""
+        spell = impairment.pending()
+        if spell is not None:
+            with contextlib.suppress(RedisError):
+                self.add_impairment(impairment.source(), spell)
+                impairment.taken(spell)
+
+    def _put_many(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
         calls = [self._put_arguments(*item) for item in items]
         raw: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
@@ -151,8 +255,13 @@ class RedisHotState:
         return [_put_result(answer) for answer in raw]
 
     def _put_arguments(
-        self, hb: Heartbeat, bucket: int, totals: Mapping[str, list[int]] | None = None
+        self,
+        hb: Heartbeat,
+        bucket: int,
+        totals: Mapping[str, list[int]] | None = None,
+        order: Order | None = None,
     ) -> tuple[list[str], list[Any]]:
+        order = order or Order()
         keys = [
             self.key("heartbeats:meta"),
             self.key("heartbeats"),
@@ -167,6 +276,10 @@ class RedisHotState:
             encode_heartbeat(hb),
             RESTART_GAP_S,
             json.dumps(totals or {}, separators=(",", ":")),
+            repr(hb.received_at),
+            order.session,
+            repr(order.hold_s),
+            SEQ_PER_S,
         ]
         return keys, args
 
@@ -308,15 +421,117 @@ class RedisHotState:
         return decode_completions((entry_id, fields.get("c", "")) for entry_id, fields in raw)
 
     @contextmanager
-    def tick_lock(self, ttl_s: float) -> Iterator[bool]:
-        token = uuid.uuid4().hex
-        key = self.key("lock:tick")
-        held = bool(self.redis.set(key, token, nx=True, px=max(1, int(ttl_s * 1000))))
+    def tick_lock(self, ttl_s: float, fence_floor: int = 0) -> Iterator[Lease]:
+        """Hold the tick lock for ``ttl_s``, renewed every third of it while the tick runs.
+
+        The lock's value names this process (``host:pid:nonce``), so an operator or a fault
+        test can tell which worker holds it. A worker that dies mid-tick leaves it to expire
+        within ``ttl_s``; one that stalls past that loses it, and its fence is then older than
+        the next tick's, so ``save_tick`` refuses what it would write.
+        """
+        token = f"{impairment.source()}:{uuid.uuid4().hex}"
+        key = self.key(TICK_LOCK_KEY)
+        ttl_ms = max(1, int(ttl_s * 1000))
+        fence = int(
+            self._acquire(keys=[key, self.key(TICK_FENCE_KEY)], args=[token, ttl_ms, fence_floor])
+        )
+        lease = Lease(fence > 0, fence)
+        done = threading.Event()
+        if lease.held:
+            threading.Thread(
+                target=self._keep_lease,
+                args=(lease, key, token, ttl_ms, done),
+                name="trafficmgr-tick-lease",
+                daemon=True,
+            ).start()
         try:
-            yield held
+            yield lease
         finally:
-            if held:
-                self._release(keys=[key], args=[token])
+            done.set()
+            if lease.held:
+                with contextlib.suppress(RedisError):
+                    self._release(keys=[key], args=[token])
+
+    def _keep_lease(
+        self, lease: Lease, key: str, token: str, ttl_ms: int, done: threading.Event
+    ) -> None:
+        while not done.wait(ttl_ms / 3000):
+            try:
+                if not self._renew(keys=[key], args=[token, ttl_ms]):
+                    lease.lost = True
+                    return
+            except RedisError:  # the next renewal tries again; expiry is the fallback
+                continue
+
+    def save_tick(self, state: TickState) -> bool:
+        """Write a tick's state, its new table (published) and its outbox, all or nothing,
+        unless a newer lease was taken since; return whether it was written."""
+        stamp = uuid.uuid4().hex
+        evaluation = json_bytes(dict(state.evaluation))
+        text = b""
+        if state.table is not None:
+            text = state.table_text or json_bytes(table_to_json(state.table))
+        keys = [
+            self.key(TICK_FENCE_KEY),
+            self.key(MACHINES_KEY),
+            self.key(EVALUATION_KEY),
+            self.key(EVALUATION_STAMP_KEY),
+            self.key(EVENTS_OUTBOX_KEY),
+            self.key(TABLE_KEY),
+            self.key(TABLE_VERSION_KEY),
+        ]
+        args: list[Any] = [
+            state.fence,
+            json_bytes({name: machine_to_doc(m) for name, m in state.machines.items()}),
+            evaluation,
+            stamp,
+            state.table.version if state.table is not None else "",
+            text,
+            self.key(TABLE_CHANNEL_SUFFIX),
+            *state.outbox,
+        ]
+        if not self._save_tick(keys=keys, args=args):
+            return False
+        self._evaluation = (stamp, dict(state.evaluation))
+        if state.table is not None:
+            self._cached_table = state.table
+        return True
+
+    def outbox(self, count: int) -> list[bytes]:
+        raw = self.redis.lrange(self.key(EVENTS_OUTBOX_KEY), 0, count - 1)
+        return [item.encode() if isinstance(item, str) else item for item in raw]
+
+    def trim_outbox(self, count: int) -> None:
+        self.redis.ltrim(self.key(EVENTS_OUTBOX_KEY), count, -1)
+
+    def epoch(self) -> str | None:
+        value = self.redis.get(self.key(EPOCH_KEY))
+        return str(value) if value else None
+
+    def claim_epoch(self, epoch: str) -> bool:
+        return bool(self.redis.set(self.key(EPOCH_KEY), epoch, nx=True))
+
+    def impairments(self) -> list[tuple[float, float]]:
+        """Every process's spells of not taking heartbeats (those older than a day dropped)."""
+        raw: dict[str, str] = self.redis.hgetall(self.key(IMPAIRMENTS_KEY))  # type: ignore[assignment]
+        spells, old = [], []
+        cutoff = time.time() - IMPAIRMENT_KEEP_S
+        for source, value in raw.items():
+            start, _, end = value.partition(" ")
+            try:
+                spell = (float(start), float(end))
+            except ValueError:
+                spell = (0.0, 0.0)
+            if spell[1] < cutoff:
+                old.append(source)
+            else:
+                spells.append(spell)
+        if old:
+            self.redis.hdel(self.key(IMPAIRMENTS_KEY), *old)
+        return spells
+
+    def add_impairment(self, source: str, spell: tuple[float, float]) -> None:
+        self.redis.hset(self.key(IMPAIRMENTS_KEY), source, f"{spell[0]!r} {spell[1]!r}")
 
     def config_version(self) -> int:
         now = time.monotonic()
@@ -352,7 +567,7 @@ class RedisHotState:
             self._ensure_flusher()
 
     def flush(self) -> None:
-        """Write the counters summed in this process to Redis."""
+        """Write the counters summed in this process to Redis (kept pending if it fails)."""
         with self._pending_lock:
             pending, self._pending = self._pending, {}
             self._flushed = time.monotonic()
@@ -362,7 +577,13 @@ class RedisHotState:
         key = self.key("counters")
         for field, amount in pending.items():
             pipe.hincrbyfloat(key, field, amount)
-        pipe.execute()
+        try:
+            pipe.execute()
+        except RedisError:  # not counted yet: the next flush tries again
+            with self._pending_lock:
+                for field, amount in pending.items():
+                    self._pending[field] = self._pending.get(field, 0.0) + amount
+            raise
 
     def _flush_quietly(self) -> None:
         try:

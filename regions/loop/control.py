@@ -2,10 +2,17 @@
 
 ``run_tick(now)`` runs one tick under the tick lock (Redis ``SET NX PX`` in the distributed
 mode, a threading lock in-process); when another tick holds it, this one is skipped and
-counted, never queued behind it. A tick longer than the interval is reported (metric and
-log). A table whose version changed is published (hot state: Redis key + pub/sub, which the
-DNS servers read), sent to the dashboard group, and recorded as a ``RoutingTableVersion``
-when it differs materially from the last recorded one (see ``should_record``).
+counted, never queued behind it. The lock lives ``LOCK_TTL_INTERVALS`` tick intervals and is
+renewed while the tick runs, so a worker killed mid-tick costs at most that many intervals;
+each lease carries a fencing token, and a tick whose lease was overtaken (it stalled past the
+expiry) writes nothing. A tick longer than the interval is reported (metric and log).
+
+A tick writes its events, machines and table history to the database first, then its state
+and table to Redis (``durable``): either store failing loses no event. While the control plane
+itself was recently unable to take heartbeats (``hold``) the tick keeps the last decision. A
+table whose version changed is published (hot state: Redis key + pub/sub, which the DNS
+servers read), sent to the dashboard group, and recorded as a ``RoutingTableVersion`` when it
+differs materially from the last recorded one (see ``should_record``).
 
 ``EmbeddedTicker`` runs ticks from a thread for the one-process demo.
 """
@@ -19,11 +26,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connection
 
 from regions import conf, hotstate, metrics
 from regions.fleet import snapshot
-from regions.hotstate import HotState
+from regions.hotstate import UNFENCED, HotState, TickState
+from regions.loop import durable, hold
 from regions.loop import history as controlrecord
 from regions.loop.retention import purge_history_now
 from trafficmgr.heap import HeapKeeper
@@ -38,7 +46,10 @@ from trafficmgr.routing.types import Heartbeat
 
 log = logging.getLogger(__name__)
 
-LOCK_MIN_TTL_S = 30.0  # a worker that dies mid-tick blocks ticks at most this long
+# The tick lock's lifetime in tick intervals (renewed while a tick runs): a worker that dies
+# mid-tick blocks the loop at most this long.
+LOCK_TTL_INTERVALS = 2.0
+LOCK_MIN_TTL_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +62,8 @@ class TickResult:
     duration_s: float = 0.0
     overran: bool = False
     phases: tuple[tuple[str, float], ...] = ()  # seconds per phase of the tick, in order
+    held: bool = False  # the control plane was impaired: the last decision was kept
+    superseded: bool = False  # a newer tick's lease overtook this one: nothing was written
 
 
 class PhaseClock:
@@ -69,6 +82,16 @@ class PhaseClock:
 
 def tick_seconds() -> float:
     return conf.tick_seconds()
+
+
+def lock_ttl(interval_s: float) -> float:
+    return max(LOCK_MIN_TTL_S, LOCK_TTL_INTERVALS * interval_s)
+
+
+# The fence to take at least: the durable state's, so that a Redis that lost its counter
+# still hands out fences newer than the last tick's.
+_fence_floor = 0
+_held_for: tuple[float, float] | None = None  # the spell the last held tick logged
 
 
 # Run once, on this process's first tick (registered by the app's wiring, e.g. restoring the
@@ -106,15 +129,15 @@ def run_tick(
     """
     interval = interval_s if interval_s is not None else tick_seconds()
     store = hotstate.get()
-    with store.tick_lock(max(LOCK_MIN_TTL_S, 10 * interval)) as held:
-        if not held:
+    with store.tick_lock(lock_ttl(interval), _fence_floor) as lease:
+        if not lease:
             metrics.count_tick_skipped()
             log.info("tick skipped: another tick is still running")
             return TickResult(ran=False)
         _run_first_tick_hooks()
         started = time.perf_counter()
         at = time.time() if now is None else now
-        result = tick(store, at)
+        result = tick(store, at, lease.fence)
         duration = time.perf_counter() - started
     overran = duration > interval
     metrics.observe_tick(duration, overran, at)
@@ -152,41 +175,103 @@ def _refresh_fleet_between_ticks() -> None:
         log.exception("reloading the fleet between ticks failed")
 
 
-def tick(store: HotState, now: float) -> TickResult:
+def tick(store: HotState, now: float, fence: int = UNFENCED) -> TickResult:
     """Evaluate the fleet once and publish the table if it changed (lock already held)."""
+    global _fence_floor
     clock = PhaseClock()
     view = snapshot.current()
+    state = durable.load_state()
+    if state is not None:
+        _fence_floor = max(_fence_floor, state.fence + 1)
+    durable.restore_if_lost(store, state, now)
     clock.mark("fleet")
+    spell = hold.holding(store.impairments(), view.fleet.failover, now)
+    if spell is not None:
+        return held_tick(store, spell, now, clock)
     heartbeats = store.heartbeats(histograms=False)  # output lengths are /route's business
     clock.mark("heartbeats")
-    machines = with_pauses(store.machines(), view.paused, [r.name for r in view.fleet.regions], now)
+    old_doc = store.evaluation()
+    machines = with_pauses(
+        durable.machines(store, state, old_doc),
+        view.paused,
+        [r.name for r in view.fleet.regions],
+        now,
+    )
     evaluation = evaluate_fleet(view.fleet, heartbeats, machines, now)
     clock.mark("evaluate")
     previous = store.table()
     table = compile_table(view.fleet, evaluation.statuses, now, previous=previous)
     clock.mark("compile")
-    store.set_machines(evaluation.machines)
-    old_doc = store.evaluation()
     new_doc = evaluation_doc(evaluation, heartbeats, now)
-    store.set_evaluation(new_doc)
     flips = controlrecord.endpoint_flips(old_doc, new_doc)
-    clock.mark("state")
     changed = previous is None or table.version != previous.version
     update = controlrecord.TableUpdate.of(previous, table) if changed else None
     clock.mark("diff")
-    with transaction.atomic():
-        controlrecord.record_events(evaluation.transitions, flips, table.version, now)
-        recorded = controlrecord.record_version(update, now) if update is not None else False
+    events = controlrecord.event_rows(evaluation.transitions, flips, table.version, now)
+    counters = store.counters() if durable.counters_due(state, now) else None
+    try:
+        committed, recorded = durable.commit(
+            events, evaluation.machines, fence, now, update, counters
+        )
+    except durable.Superseded as exc:
+        _fence_floor = max(_fence_floor, exc.fence + 1)
+        log.warning("tick at %.3f overtaken by a newer tick: nothing written", now)
+        return TickResult(True, superseded=True, phases=tuple(clock.phases))
     clock.mark("record")
+    if committed and fence != UNFENCED:
+        _fence_floor = max(_fence_floor, fence + 1)
+    outbox = () if committed else tuple(controlrecord.event_to_json(e) for e in events)
+    saved = store.save_tick(
+        TickState(
+            fence,
+            evaluation.machines,
+            new_doc,
+            table if update is not None else None,
+            update.text if update is not None else None,
+            outbox,
+        )
+    )
+    if not saved:
+        log.warning("tick at %.3f overtaken by a newer tick: its state was not published", now)
+        return TickResult(True, superseded=True, phases=tuple(clock.phases))
+    clock.mark("state")
     if update is not None:
-        store.publish_table(table, update.doc, update.text)
         metrics.count_publish()
-        clock.mark("publish")
         controlrecord.notify_dashboard(update, evaluation.transitions)
         clock.mark("dashboard")
+    if committed:
+        durable.drain_outbox(store)
     return TickResult(
-        True, table.version, changed, recorded, evaluation.transitions, phases=tuple(clock.phases)
+        True,
+        table.version,
+        changed,
+        recorded,
+        evaluation.transitions,
+        phases=tuple(clock.phases),
     )
+
+
+def held_tick(
+    store: HotState, spell: tuple[float, float], now: float, clock: PhaseClock
+) -> TickResult:
+    """Keep the last decision: no evaluation, no event; the table published again if lost."""
+    global _held_for
+    metrics.count_tick_held()
+    log.log(
+        logging.WARNING if spell != _held_for else logging.DEBUG,
+        "tick at %.3f held: the control plane could not take heartbeats from %.3f to %.3f",
+        now,
+        *spell,
+    )
+    _held_for = spell
+    table = store.table()
+    if table is None:
+        table = durable.last_table(store)
+        if table is not None:
+            store.publish_table(table)
+    clock.mark("held")
+    version = table.version if table is not None else None
+    return TickResult(True, version, held=True, phases=tuple(clock.phases))
 
 
 def evaluation_doc(

@@ -14,8 +14,10 @@ by the history row, the hot state's publish and the dashboard push.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import threading
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +122,12 @@ def endpoint_flips(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[
     return flips
 
 
+def _why(t: Transition) -> str:
+    """The transition's reason without its leading state: the engine's reasons start with the
+    new state ("healthy: ..."), which the message already names after the arrow."""
+    return t.reason.removeprefix(f"{t.new.value}: ")
+
+
 def _severity(state: RegionState) -> str:
     if state is RegionState.DOWN:
         return "error"
@@ -130,22 +138,33 @@ def record_events(
     transitions: Iterable[Transition], flips: Iterable[Mapping[str, Any]], version: str, now: float
 ) -> None:
     """Store an Event per region transition and per endpoint health flip."""
+    rows = event_rows(transitions, flips, version, now)
+    if rows:
+        Event.objects.bulk_create(rows)
+
+
+def event_rows(
+    transitions: Iterable[Transition], flips: Iterable[Mapping[str, Any]], version: str, now: float
+) -> list[Event]:
+    """Build an Event per region transition and per endpoint health flip (not stored yet)."""
     at = _utc(now)
     rows = [
         Event(
+            uid=uuid.uuid4().hex,
             at=at,
             kind=EventKind.FAILOVER
             if RegionState.DOWN in (t.old, t.new) or t.new is RegionState.RECOVERING
             else EventKind.HEALTH,
             severity=_severity(t.new),
             region=t.region,
-            message=f"region {t.region}: {t.old.value} → {t.new.value}: {t.reason}"[:2000],
+            message=f"region {t.region}: {t.old.value} → {t.new.value}: {_why(t)}"[:2000],
             data=transition_doc(t) | {"table_version": version},
         )
         for t in transitions
     ]
     rows += [
         Event(
+            uid=uuid.uuid4().hex,
             at=at,
             kind=EventKind.HEALTH,
             severity="info" if f["healthy"] else "warning",
@@ -159,8 +178,22 @@ def record_events(
         )
         for f in flips
     ]
-    if rows:
-        Event.objects.bulk_create(rows)
+    return rows
+
+
+_EVENT_FIELDS = ("uid", "kind", "severity", "region", "endpoint", "message", "data")
+
+
+def event_to_json(row: Event) -> bytes:
+    """An unsaved event as the outbox keeps it."""
+    doc = {name: getattr(row, name) for name in _EVENT_FIELDS}
+    return json_bytes(doc | {"at": row.at.timestamp()})
+
+
+def event_from_json(raw: bytes | str) -> Event:
+    doc = json.loads(raw)
+    texts = {name: str(doc.get(name) or "") for name in _EVENT_FIELDS if name != "data"}
+    return Event(at=_utc(doc["at"]), data=doc.get("data") or {}, **texts)
 
 
 def last_recorded(previous: RoutingTable | None = None) -> RoutingTable | None:

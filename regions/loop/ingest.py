@@ -5,9 +5,18 @@ silent coercion: ``"12"`` is not a number, ``true`` is not 1), NaN or ±Infinity
 spelled ``1e999``), ``util_pct`` outside 0..100, a ``util_source`` other than ``gpm_sm`` or
 ``nvml_util``, memory used above total, more than ``MAX_GPUS`` GPUs, over-long strings or
 lists, a ``server.output_tokens`` histogram that is not cumulative (see
-``validation.histograms``), and ``sent_at`` more than ``FUTURE_S`` ahead of or ``PAST_S``
-behind the control plane's clock. A replayed or out-of-order ``seq`` is not an error: it is
-answered 200 ``{"accepted": false, "reason": "stale seq"}`` and changes nothing.
+``validation.histograms``), a ``session`` that is not 1 to 64 letters, digits, ``-`` or
+``_``, and ``sent_at`` more than ``FUTURE_S`` (the clock skew allowed, 30 s) ahead of or
+``PAST_S`` (what an agent's buffer may hold after an outage, 10 min) behind the control
+plane's clock. A replayed or out-of-order ``seq`` is not an error: it is answered 200
+``{"accepted": false, "reason": "stale seq"}`` and changes nothing.
+
+Ordering (``regions.hotstate.is_newer``): a heartbeat's ``seq`` counts within its agent's
+``session`` (agents send a new random id each time they start; older agents send none and
+are one session). Another session wins at once; in one session a higher seq wins, a seq
+jump is believed only as far as ``SEQ_PER_S`` per second since the stored beat plus one
+interval, and a lower seq loses only within one heartbeat interval of the stored beat: a
+forged or replayed heartbeat cannot silence an endpoint for longer than one interval.
 """
 
 from __future__ import annotations
@@ -20,11 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, close_old_connections, connections, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, connections, transaction
 
 from regions import hotstate, metrics
 from regions.errors import DomainError
 from regions.fleet import snapshot
+from regions.hotstate import impairment
 from regions.models import AgentToken, HeartbeatSample
 from regions.models import Endpoint as EndpointRow
 from regions.validation import (
@@ -53,8 +63,8 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_GPUS = 64
-FUTURE_S = 300.0
-PAST_S = 86400.0
+FUTURE_S = 30.0
+PAST_S = 600.0
 SAMPLE_EVERY_S = 10
 SERVER_KINDS = ("vllm", "tgi", "triton", "sim", "unknown")
 # Where a GPU's util_pct came from: NVML GPM SM activity, or NVML utilization.gpu.
@@ -137,8 +147,13 @@ HEARTBEAT = obj(
         "probe": _opt(_PROBE),
         "agent": _opt(_AGENT),
         "drill": _opt(("scalars", 16, 200)),  # the drill the agent is obeying, as it reports it
+        "session": _opt(string(64), ""),  # the agent run its seq counts in (newer agents)
     }
 )
+SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+# The failover policy's heartbeat interval, as of the last fleet view an endpoint was looked
+# up in: how long a stored heartbeat may block out-of-order ones (``hotstate.Order``).
+_interval_s = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,9 +308,11 @@ def _time(value: Any, path: str) -> float:
 
 def endpoint_ref(view: snapshot.FleetView, name: str) -> snapshot.EndpointRef:
     """Return the endpoint a heartbeat names; refuse an unknown one (400)."""
+    global _interval_s
     ref = view.endpoints.get(name)
     if ref is None:
         raise rejected("unknown_endpoint", 400, f"unknown endpoint {name!r}", "endpoint")
+    _interval_s = view.fleet.failover.heartbeat_interval_s
     return ref
 
 
@@ -349,7 +366,10 @@ def ingest(token: AgentToken, body: bytes, now: float) -> IngestResult:
     authorise(view, token, ref := endpoint_ref(view, doc["endpoint"]))
     result = accept(view, ref, doc, now)
     if result.sample is not None:
-        store_samples([result.sample])
+        try:
+            store_samples([result.sample])
+        except DatabaseError:  # kept and written once the database answers
+            late_history.submit(result.sample)
     return result
 
 
@@ -371,9 +391,13 @@ def prepare(ref: snapshot.EndpointRef, doc: dict[str, Any], now: float) -> hotst
     before = store.error_totals(ref.endpoint.name) if needs_totals(doc["gpus"]) else {}
     try:
         hb, totals = to_heartbeat(doc, now, before)
+        session = doc.get("session") or ""
+        if not SESSION_CHARS.issuperset(session):
+            raise Invalid("session", "only letters, digits, '-' and '_'")
     except Invalid as exc:
         raise _invalid(exc) from None
-    return hb, int(now // SAMPLE_EVERY_S) * SAMPLE_EVERY_S, totals
+    order = hotstate.Order(session, _interval_s)
+    return hb, int(now // SAMPLE_EVERY_S) * SAMPLE_EVERY_S, totals, order
 
 
 def conclude(
@@ -393,7 +417,7 @@ def conclude(
     }
     if result.drill is not None:
         reply["drill"] = result.drill
-    hb, bucket, _ = put
+    hb, bucket = put[0], put[1]
     sample = history_row(ref.pk, bucket, hb) if result.new_bucket else None
     return IngestResult(True, reply, sample)
 
@@ -444,14 +468,19 @@ def store_samples(rows: list[HeartbeatSample]) -> None:
 class HistoryWriter:
     """Store history rows from a background thread, batched: no database on the hot path.
 
-    A row waits at most ``flush_s``. History is a downsampled record (routing reads the hot
-    state), so rows still pending when the process dies are lost, and beyond ``max_pending``
-    new rows are dropped and logged rather than let memory grow while the database is away.
+    A row waits at most ``flush_s`` while the database answers. While it is away the rows are
+    kept and written once it is back (tried every ``retry_s``); beyond ``max_pending`` (at one
+    row per endpoint every 10 s, 50,000 rows are over an hour of a 100-endpoint fleet) new
+    rows are dropped and logged rather than let memory grow. Rows still pending when the
+    process dies are lost: history is a downsampled record, routing reads the hot state.
     """
 
-    def __init__(self, flush_s: float = 1.0, max_pending: int = 50_000) -> None:
+    def __init__(
+        self, flush_s: float = 1.0, max_pending: int = 50_000, retry_s: float = 2.0
+    ) -> None:
         self.flush_s = flush_s
         self.max_pending = max_pending
+        self.database = impairment.Breaker(retry_s)
         self._rows: list[HeartbeatSample] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -470,12 +499,29 @@ class HistoryWriter:
             self._start()
 
     def flush(self) -> int:
-        """Store what is pending now; return how many rows were written."""
+        """Store what is pending now; return how many rows were written (0 while the
+        database is away: the rows stay pending, and the error is raised)."""
+        if self.database.open:
+            return 0
         with self._lock:
             rows, self._rows = self._rows, []
-        if rows:
+        if not rows:
+            return 0
+        try:
             store_samples(rows)
+        except DatabaseError:
+            self.database.failed()
+            with self._lock:
+                room = max(0, self.max_pending - len(self._rows))
+                self.dropped += max(0, len(rows) - room)
+                self._rows[:0] = rows[:room]
+            raise
+        self.database.succeeded()
         return len(rows)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._rows)
 
     def stop(self) -> None:
         """End the thread and store what is pending (at exit)."""
@@ -502,8 +548,16 @@ class HistoryWriter:
     def _flush_quietly(self) -> None:
         try:
             self.flush()
-        except Exception:  # the database is away: those rows are lost, ingest goes on
+        except DatabaseError as exc:  # the rows wait for the database; ingest goes on
+            log.warning(
+                "heartbeat history waits for the database (%d rows): %s", self.pending(), exc
+            )
+        except Exception:
             log.exception("heartbeat history rows lost")
+
+
+# Rows the request path (``ingest``) could not store, written by this writer later.
+late_history = HistoryWriter()
 
 
 def purge_history(now: float, retention_days: float) -> int:

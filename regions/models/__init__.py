@@ -16,6 +16,7 @@ from regions.models.events import (
     DocumentField,
     Event,
     EventKind,
+    LoopState,
     RoutingTableVersion,
 )
 from regions.models.fleet import (
@@ -57,6 +58,7 @@ __all__ = [
     "FleetSettings",
     "GpuProfile",
     "HeartbeatSample",
+    "LoopState",
     "Region",
     "ResidencyMode",
     "ResidencyRule",

@@ -26,12 +26,34 @@ class Event(models.Model):
     endpoint = models.CharField(max_length=63, blank=True)
     message = models.TextField()
     data = models.JSONField(default=dict, blank=True)
+    # Set by the control loop: an event written late (from the Redis outbox, after a database
+    # outage) or twice (a retry) is stored once.
+    uid = models.CharField(max_length=32, null=True, blank=True, unique=True)
 
     class Meta:
         ordering = ["-at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
+
+
+class LoopState(models.Model):
+    """The control loop's durable state: one row, written with each tick's events.
+
+    Redis holds the working copy; this row is what a Redis that lost its data is restored
+    from (the region machines, the counters behind /metrics), and its ``fence`` is the
+    newest tick that wrote it (a compare-and-set: an older tick's write changes nothing).
+    """
+
+    fence = models.BigIntegerField(default=0)
+    at = models.FloatField(default=0.0, help_text="the tick's time, seconds since the epoch")
+    machines = models.JSONField(default=dict, blank=True)
+    counters = models.JSONField(default=dict, blank=True)
+    counters_at = models.FloatField(default=0.0)
+    table_version = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"loop state at {self.at:.3f} (fence {self.fence})"
 
 
 class AppendOnlyQuerySet(models.QuerySet["AuditLog"]):

@@ -8,8 +8,11 @@ publishes on ``trafficmgr:table:updates`` when it changes. The message is only e
 Redis pub/sub ignores database indexes, so a message may come from another deployment sharing
 the server, and the table served is always the one read back from this database's key. The
 subscriber reads the key after it has
-subscribed, so an update between the two is not missed, and reconnects with capped,
-jittered exponential backoff when Redis goes away.
+subscribed, so an update between the two is not missed, and reconnects with jittered
+exponential backoff capped at ``BACKOFF_MAX_S`` (2 s) when Redis goes away: a server keeps
+answering from its last table meanwhile, and follows the table again within about that long
+after Redis returns (the reconnect re-reads the key at once). A handful of DNS servers
+retrying every 2 s is nothing for Redis; a long cap only kept them on a stale table.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ log = logging.getLogger(__name__)
 
 REDIS_KEY = "trafficmgr:table"
 REDIS_CHANNEL = "trafficmgr:table:updates"
-BACKOFF_FIRST_S = 0.5
-BACKOFF_MAX_S = 30.0
+BACKOFF_FIRST_S = 0.25
+BACKOFF_MAX_S = 2.0
 
 
 def _file_stamp(path: str) -> tuple[int, int, int] | None:
@@ -89,7 +92,7 @@ class RedisSource:
             finally:
                 self.connected = False
                 await _close(client)
-            await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+            await asyncio.sleep(retry_delay(backoff))
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
     async def _fetch(self, client: Any) -> None:
@@ -110,6 +113,11 @@ class RedisSource:
             return False
         self.store.set(table, "redis")
         return True
+
+
+def retry_delay(backoff: float) -> float:
+    """The wait before reconnecting: ``backoff`` jittered by ±20 %, never past the cap's."""
+    return min(BACKOFF_MAX_S * 1.2, backoff * random.uniform(0.8, 1.2))
 
 
 async def _close(client: Any) -> None:

@@ -47,7 +47,7 @@ def test_heartbeats_round_trip(store: Any) -> None:
 def test_compare_and_set_on_seq(store: Any) -> None:
     assert store.put_heartbeat(beat(5), 100).accepted
     assert not store.put_heartbeat(beat(5), 100).accepted  # replay
-    assert not store.put_heartbeat(beat(4, T0 + 1), 100).accepted  # out of order
+    assert not store.put_heartbeat(beat(4, T0 + 0.5), 100).accepted  # out of order
     assert store.put_heartbeat(beat(6, T0 + 1), 100).accepted
     assert store.put_heartbeat(beat(1, T0 + 10), 110).accepted  # agent restarted
     assert store.heartbeats()["euw-1"].seq == 1

@@ -152,7 +152,7 @@ def test_out_of_order_seq_is_ignored(agent_api: Any, unchanged: Any) -> None:
     assert response.json() == {"accepted": False, "reason": "stale seq"}
 
 
-@pytest.mark.parametrize("offset", [86400.0, 301.0, -86401.0, -7 * 86400.0])
+@pytest.mark.parametrize("offset", [86400.0, 301.0, 31.0, -601.0, -86401.0, -7 * 86400.0])
 def test_sent_at_too_far_from_now(agent_api: Any, unchanged: Any, offset: float) -> None:
     with unchanged():
         assert_error(

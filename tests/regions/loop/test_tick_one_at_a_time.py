@@ -21,7 +21,7 @@ def blocking_tick(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, thr
 
     entered, release = threading.Event(), threading.Event()
 
-    def slow(store: Any, now: float) -> Any:
+    def slow(store: Any, now: float, *fence: int) -> Any:
         entered.set()
         assert release.wait(10)
         return controlloop.TickResult(True, "v")
@@ -71,7 +71,7 @@ def test_an_overrunning_tick_is_measured_and_reported(
 ) -> None:
     from regions.loop import control as controlloop
 
-    def slow(store: Any, now: float) -> Any:
+    def slow(store: Any, now: float, *fence: int) -> Any:
         time.sleep(0.05)
         return controlloop.TickResult(True, "v")
 
@@ -89,7 +89,7 @@ def test_the_embedded_ticker_runs_ticks_until_stopped(monkeypatch: pytest.Monkey
 
     calls: list[float] = []
 
-    def fake(store: Any, now: float) -> Any:
+    def fake(store: Any, now: float, *fence: int) -> Any:
         calls.append(now)
         return controlloop.TickResult(True, "v")
 
@@ -112,7 +112,7 @@ def test_the_embedded_ticker_drops_slots_a_slow_tick_missed(
 
     starts: list[float] = []
 
-    def slow(store: Any, now: float) -> Any:
+    def slow(store: Any, now: float, *fence: int) -> Any:
         starts.append(time.monotonic())
         time.sleep(0.12)
         return controlloop.TickResult(True, "v")
@@ -138,10 +138,14 @@ def test_with_redis_a_second_process_skips(
 
 
 @pytest.mark.integration
-def test_with_redis_the_lock_is_shared_and_expires(redis_store: Any, redis_url: str) -> None:
+def test_with_redis_the_lock_is_shared_and_expires(
+    redis_store: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from regions.hotstate.redis_store import RedisHotState
 
     other = RedisHotState(redis_url, prefix=redis_store.prefix)  # another process, same keys
+    # A dead worker renews nothing.
+    monkeypatch.setattr(redis_store, "_keep_lease", lambda *args: None)
     with redis_store.tick_lock(0.3) as held:
         assert held
         with other.tick_lock(0.3) as also:
