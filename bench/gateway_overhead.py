@@ -1,0 +1,283 @@
+"""Added latency and peak throughput of the gateway, next to direct and vLLM Router.
+
+Method of vLLM Router's ``docs/benchmarks/router_overhead.md``: the same requests go to the
+simulated server directly and through each router; a router's overhead is its mean latency
+minus the direct mean (also per percentile). The load generator is a separate process
+(``--loadgen``), pinned to another core than the router when ``taskset`` exists.
+
+Phases, per target (direct, trafficmgr, vLLM Router per policy):
+
+1. open loop at ``--rate`` req/s for ``--duration`` s (non-streaming chat, 1 output token):
+   mean / p50 / p99 latency and the overhead over direct;
+2. closed loop with ``--concurrency`` requests in flight for ``--peak-duration`` s: req/s,
+   and req/s per CPU-second the router process used (its throughput on one core, since the
+   router is pinned to core 0 while the simulator and the load generator share core 1).
+
+    .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--json OUT]
+
+vLLM Router is the PyPI wheel ``vllm-router`` (run as ``vllm-router --worker-urls URL
+--policy P``); without it only direct and trafficmgr are measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "bench-token"
+FLEET = """\
+zone: bench.example.test
+ttl: 10
+gpu_profiles:
+  H100: {{prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}}
+regions:
+  - name: bench
+    country: US
+    location: {{lat: 39.04, lon: -77.49}}
+    addresses: [198.51.100.10]
+    endpoints:
+      - {{name: sim-1, address: "127.0.0.1:{port}", gpu: H100, gpus: 8, models: [bench]}}
+      - {{name: sim-2, address: "127.0.0.1:{port2}", gpu: H100, gpus: 8, models: [bench]}}
+"""
+BODY = json.dumps(
+    {
+        "model": "bench",
+        "messages": [{"role": "user", "content": "How far is the nearest region today?"}],
+        "max_tokens": 1,
+        "ignore_eos": True,
+    }
+).encode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pinned(cmd: list[str], cpu: str) -> list[str]:
+    return ["taskset", "-c", cpu, *cmd] if shutil.which("taskset") else cmd
+
+
+def start(cmd: list[str], cpu: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        pinned(cmd, cpu), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def wait_ready(port: int, path: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                if s.recv(64).startswith(b"HTTP/1.1 2"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing ready on port {port}{path}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time (user + system) a process and its reaped children used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+# --- the load generator (a separate process) -------------------------------------------------
+
+
+async def _one(session: Any, url: str, lat: list[float], errors: list[int]) -> None:
+    t = time.perf_counter()
+    try:
+        async with session.post(url, data=BODY, headers=_HEADERS) as r:
+            await r.read()
+            if r.status != 200:
+                errors.append(r.status)
+                return
+    except Exception:
+        errors.append(0)
+        return
+    lat.append(time.perf_counter() - t)
+
+
+_HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+
+
+async def loadgen(url: str, rate: float, duration: float, concurrency: int) -> dict[str, Any]:
+    import aiohttp
+
+    lat: list[float] = []
+    errors: list[int] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for _ in range(20):  # warm the connections and the router
+            await _one(session, url, [], [])
+        start = time.perf_counter()
+        if rate > 0:
+            tasks = []
+            n = int(rate * duration)
+            for i in range(n):
+                delay = start + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.ensure_future(_one(session, url, lat, errors)))
+            await asyncio.gather(*tasks)
+        else:
+            end = start + duration
+
+            async def worker() -> None:
+                while time.perf_counter() < end:
+                    await _one(session, url, lat, errors)
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - start
+    lat.sort()
+    return {
+        "requests": len(lat),
+        "errors": len(errors),
+        "rps": len(lat) / elapsed,
+        "mean_ms": 1000 * sum(lat) / max(1, len(lat)),
+        "p50_ms": 1000 * lat[len(lat) // 2] if lat else 0.0,
+        "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0,
+    }
+
+
+def run_loadgen(url: str, rate: float, duration: float, concurrency: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--loadgen", url, "--rate", str(rate)]
+    cmd += ["--duration", str(duration), "--concurrency", str(concurrency)]
+    out = subprocess.run(pinned(cmd, "1"), cwd=ROOT, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --- the benchmark ---------------------------------------------------------------------------
+
+
+def measure(name: str, port: int, pid: int | None, args: argparse.Namespace) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    steady = run_loadgen(url, args.rate, args.duration, 0)
+    before = cpu_seconds(pid) if pid else 0.0
+    peak = run_loadgen(url, 0, args.peak_duration, args.concurrency)
+    used = cpu_seconds(pid) - before if pid else 0.0
+    per_core = peak["requests"] / used if used > 0 else None
+    row = {"target": name, "steady": steady, "peak": peak, "cpu_s": used, "rps_per_core": per_core}
+    print(f"  {name}: {json.dumps(row)}", file=sys.stderr)
+    return row
+
+
+def targets(
+    args: argparse.Namespace, sim_ports: tuple[int, int], fleet: Path
+) -> list[dict[str, Any]]:
+    """Measure direct (the first endpoint), the gateway, then vLLM Router per policy."""
+    sim_port = sim_ports[0]
+    rows = [measure("direct", sim_port, None, args)]
+    port = free_port()
+    gateway = start(
+        [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet), "--listen",
+         f"127.0.0.1:{port}", "--token", TOKEN],
+        "0",
+    )  # fmt: skip
+    try:
+        wait_ready(port, "/healthz")
+        rows.append(measure("trafficmgr (ai_aware)", port, gateway.pid, args))
+    finally:
+        gateway.terminate()
+        gateway.wait(10)
+    router = args.vllm_router or shutil.which("vllm-router")
+    for policy in [p for p in args.policies.split(",") if p] if router else []:
+        port = free_port()
+        proc = start(
+            [router, "--host", "127.0.0.1", "--port", str(port), "--policy", policy,
+             "--worker-urls", *(f"http://127.0.0.1:{p}" for p in sim_ports),
+             "--log-level", "error",
+             "--prometheus-port", str(free_port())],
+            "0",
+        )  # fmt: skip
+        try:
+            wait_ready(port, "/health")
+            rows.append(measure(f"vllm-router ({policy})", port, proc.pid, args))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    return rows
+
+
+def table(rows: Sequence[dict[str, Any]], rate: float) -> str:
+    direct = rows[0]["steady"]
+    lines = [
+        f"{'target':<28} {'mean':>8} {'p50':>8} {'p99':>8} {'+mean':>8} {'+p50':>8} {'+p99':>8}"
+        f" {'peak r/s':>9} {'r/s/core':>9} {'err':>5}",
+        f"{'':<28} {'(ms @ ' + str(int(rate)) + ' r/s)':>26} {'(ms over direct)':>26}",
+    ]
+    for r in rows:
+        s, p = r["steady"], r["peak"]
+        per_core = f"{r['rps_per_core']:.0f}" if r["rps_per_core"] else "-"
+        lines.append(
+            f"{r['target']:<28} {s['mean_ms']:>8.3f} {s['p50_ms']:>8.3f} {s['p99_ms']:>8.3f}"
+            f" {s['mean_ms'] - direct['mean_ms']:>8.3f} {s['p50_ms'] - direct['p50_ms']:>8.3f}"
+            f" {s['p99_ms'] - direct['p99_ms']:>8.3f} {p['rps']:>9.0f} {per_core:>9}"
+            f" {s['errors'] + p['errors']:>5}"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rate", type=float, default=200.0)
+    p.add_argument("--duration", type=float, default=10.0)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--peak-duration", type=float, default=8.0)
+    p.add_argument("--vllm-router", help="path of the vllm-router binary (default: on PATH)")
+    p.add_argument("--policies", default="round_robin,power_of_two,cache_aware")
+    p.add_argument("--json", help="write the rows as JSON here")
+    p.add_argument("--loadgen", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.loadgen:
+        import uvloop
+
+        result = uvloop.run(loadgen(args.loadgen, args.rate, args.duration, args.concurrency))
+        print(json.dumps(result))
+        return 0
+    sim_ports = (free_port(), free_port())
+    with tempfile.TemporaryDirectory() as tmp:
+        fleet = Path(tmp) / "fleet.yaml"
+        fleet.write_text(FLEET.format(port=sim_ports[0], port2=sim_ports[1]))
+        sim = start(
+            [sys.executable, "-m", "trafficmgr.simserver", "--fleet", str(fleet),
+             "--time-scale", "100"],
+            "1",
+        )  # fmt: skip
+        try:
+            for port in sim_ports:
+                wait_ready(port, "/health")
+            rows = targets(args, sim_ports, fleet)
+        finally:
+            sim.terminate()
+            sim.wait(10)
+    print(table(rows, args.rate))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

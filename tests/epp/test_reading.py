@@ -1,0 +1,123 @@
+"""Reading requests and responses: the pure functions under the EPP's stream logic."""
+
+from __future__ import annotations
+
+import json
+
+from envoy.config.core.v3.base_pb2 import HeaderMap, HeaderValue, Metadata
+from google.protobuf.struct_pb2 import Struct
+
+from trafficmgr.epp.decision import Refusal, Usage
+from trafficmgr.epp.request import (
+    bearer_token,
+    client_address,
+    header_dict,
+    parse_body,
+    prompt_text,
+    request_info,
+    rewrite_model,
+    subset_hint,
+)
+from trafficmgr.epp.usage import ResponseReader
+from trafficmgr.epp.wire import error_body, immediate_response
+
+
+def test_headers_lowercased_and_repeats_joined() -> None:
+    headers = HeaderMap(
+        headers=[
+            HeaderValue(key="X-Forwarded-For", raw_value=b"1.1.1.1"),
+            HeaderValue(key="x-forwarded-for", value="2.2.2.2"),
+        ]
+    )
+    assert header_dict(headers) == {"x-forwarded-for": "1.1.1.1,2.2.2.2"}
+
+
+def test_bearer_token() -> None:
+    assert bearer_token({"authorization": "Bearer  abc "}) == "abc"
+    assert bearer_token({"authorization": "Basic abc"}) is None
+    assert bearer_token({"authorization": "Bearer"}) is None
+    assert bearer_token({}) is None
+
+
+def test_client_address_skips_trusted_hops() -> None:
+    headers = {"x-forwarded-for": "6.6.6.6, 81.2.69.142, 10.0.0.1"}
+    assert client_address(headers) == "10.0.0.1"
+    assert client_address(headers, trusted_hops=1) == "81.2.69.142"
+    assert client_address(headers, trusted_hops=9) == "6.6.6.6"
+    assert client_address({}) is None
+
+
+def test_subset_hint_as_list_or_string() -> None:
+    metadata = Metadata()
+    assert subset_hint(metadata) is None
+    hint = Struct()
+    hint.update({"x-gateway-destination-endpoint-subset": ["10.0.0.1:80", "10.0.0.2:80"]})
+    metadata.filter_metadata["envoy.lb.subset_hint"].CopyFrom(hint)
+    assert subset_hint(metadata) == frozenset({"10.0.0.1:80", "10.0.0.2:80"})
+    hint.update({"x-gateway-destination-endpoint-subset": "a:1, b:2"})
+    metadata.filter_metadata["envoy.lb.subset_hint"].CopyFrom(hint)
+    assert subset_hint(metadata) == frozenset({"a:1", "b:2"})
+    hint.update({"x-gateway-destination-endpoint-subset": []})
+    metadata.filter_metadata["envoy.lb.subset_hint"].CopyFrom(hint)
+    assert subset_hint(metadata) == frozenset()  # empty: nothing eligible (503)
+
+
+def test_bodies() -> None:
+    assert isinstance(parse_body(b"\xff"), Refusal)
+    assert isinstance(parse_body(b'"text"'), Refusal)
+    assert parse_body(b'{"model": "m"}') == {"model": "m"}
+    chat = {"messages": [{"content": "a b"}, {"content": [{"type": "text", "text": "c"}]}]}
+    assert prompt_text(chat) == "a b\nc"
+    assert prompt_text({"prompt": ["x", "y"]}) == "x\ny"
+    assert json.loads(rewrite_model(b'{"model": "a", "n": 1}', "b")) == {"model": "b", "n": 1}
+
+
+def test_request_info_fields() -> None:
+    headers = {"x-session-id": "s", "x-trafficmgr-priority": "batch", ":path": "/v1/x"}
+    body = {"model": " m ", "user": "u", "max_tokens": 9, "prompt": "p q"}
+    info = request_info(headers, body, None, None)
+    assert not isinstance(info, Refusal)
+    assert (info.model, info.session_id, info.priority, info.max_output_tokens) == (
+        "m",
+        "s",
+        "batch",
+        9,
+    )
+    refused = request_info({}, {"model": 3}, None, None)
+    assert isinstance(refused, Refusal) and refused.code == "missing_model"
+
+
+def test_streamed_usage_across_split_chunks() -> None:
+    def sse(data: object) -> bytes:
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    body = (
+        sse({"choices": [{"delta": {"content": "hel"}}]})
+        + sse({"choices": [{"delta": {"content": "lo world"}}]})
+        + sse({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}})
+        + b"data: [DONE]\n\n"
+    )
+    reader = ResponseReader(streaming=True)
+    seen = sum(reader.feed(body[i : i + 7]) for i in range(0, len(body), 7))
+    assert seen == 2  # "hello world": the split word counts once
+    assert reader.finish() == Usage(4, 2)
+
+
+def test_json_usage_read_at_the_end() -> None:
+    reader = ResponseReader(streaming=False)
+    body = json.dumps({"usage": {"prompt_tokens": 3, "completion_tokens": 5}}).encode()
+    assert reader.feed(body[:10]) == 0 and reader.feed(body[10:]) == 0
+    assert reader.finish() == Usage(3, 5)
+    assert ResponseReader(streaming=False).finish() is None
+
+
+def test_immediate_response_shape() -> None:
+    reply = immediate_response(429, "saturated", "busy", retry_after=0.2)
+    assert reply.immediate_response.status.code == 429
+    headers = {
+        h.header.key: h.header.raw_value for h in reply.immediate_response.headers.set_headers
+    }
+    assert headers["retry-after"] == b"1"
+    assert json.loads(error_body(404, "model_not_found", "x")) == {
+        "error": {"message": "x", "type": "invalid_request_error", "code": "model_not_found"}
+    }

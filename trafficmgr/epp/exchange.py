@@ -1,0 +1,282 @@
+"""One HTTP request's ext_proc exchange: a state machine from Envoy's messages to replies.
+
+Envoy opens one gRPC stream per HTTP request and sends, in order, the request headers,
+body (and trailers), then the response headers and body. This class answers each message
+and keeps the request's accounting right: whatever the stream does (ends early, errors,
+never sends a response), ``close`` reports the request finished exactly once.
+
+Body modes: in ``BUFFERED`` Envoy waits for the headers reply before sending the body, so
+headers are answered at once and the destination is set with the body reply; in
+``FULL_DUPLEX_STREAMED`` Envoy streams on, so the headers reply waits until the body is
+complete and the body goes back as streamed chunks (the reference EPP does the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from envoy.extensions.filters.http.ext_proc.v3.processing_mode_pb2 import ProcessingMode
+from envoy.service.ext_proc.v3.external_processor_pb2 import ProcessingRequest, ProcessingResponse
+
+from trafficmgr.epp import wire
+from trafficmgr.epp.decision import ClientIdentity, Decision, Outcome, Plan, Refusal, RequestInfo
+from trafficmgr.epp.request import (
+    bearer_token,
+    header_dict,
+    parse_body,
+    request_info,
+    rewrite_model,
+    subset_hint,
+)
+from trafficmgr.epp.usage import ResponseReader
+
+FULL_DUPLEX = ProcessingMode.FULL_DUPLEX_STREAMED
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeSettings:
+    max_body_bytes: int = 4 << 20
+    trusted_hops: int = 0  # proxies in front of Envoy that append to x-forwarded-for
+    full_duplex: bool = False  # body mode assumed when Envoy does not say (protocol_config)
+    cap_retries: bool = True  # set x-envoy-max-retries to the fallback list's length - 1
+
+
+class Exchange:
+    """Answers the messages of one ext_proc stream; ``done`` once nothing more is due."""
+
+    def __init__(self, decision: Decision, settings: ExchangeSettings) -> None:
+        self.decision = decision
+        self.settings = settings
+        self.done = False
+        self._full_duplex = settings.full_duplex
+        self._headers: dict[str, str] = {}
+        self._subset: frozenset[str] | None = None
+        self._identity: ClientIdentity | None = None
+        self._body = bytearray()
+        self._started = time.monotonic()
+        self._plan: Plan | None = None
+        self._overhead_ms = 0.0
+        self._served: str | None = None
+        self._reader: ResponseReader | None = None
+        self._outcome = Outcome.OK
+        self._finished = False
+        self._body_changed = False
+
+    async def handle(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        """The replies to one message from Envoy (none while a body is being gathered)."""
+        kind = message.WhichOneof("request")
+        if message.HasField("protocol_config"):
+            self._full_duplex = message.protocol_config.request_body_mode == FULL_DUPLEX
+        if kind == "request_headers":
+            return await self._on_request_headers(message)
+        if kind == "request_body":
+            return await self._on_request_body(message)
+        if kind == "request_trailers":
+            return await self._on_request_trailers(message)
+        handler = getattr(self, f"_on_{kind}", None)
+        replies: list[ProcessingResponse] = handler(message) if handler is not None else []
+        return replies
+
+    def close(self) -> None:
+        """End the request's accounting if the stream ends before the response did.
+
+        The usual cause is the client going away (Envoy then resets the stream), which says
+        nothing about the endpoint: the request counts as cancelled.
+        """
+        if self._plan is not None and not self._finished:
+            self._outcome = Outcome.CANCELLED
+            self._finish()
+
+    # --- request ------------------------------------------------------------------------
+
+    async def _on_request_headers(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        self._headers = header_dict(message.request_headers.headers)
+        self._subset = subset_hint(message.metadata_context)
+        self._identity = await self._authenticate(bearer_token(self._headers))
+        if self._identity is None:
+            return self._refuse(Refusal(401, "invalid_api_key", "missing or unknown API token"))
+        if message.request_headers.end_of_stream:
+            return self._refuse(
+                Refusal(400, "missing_body", "a request to route needs a JSON body naming a model")
+            )
+        if self._full_duplex:
+            return []  # answered with the destination once the body is complete
+        return [wire.request_headers_response({})]
+
+    async def _authenticate(self, token: str | None) -> ClientIdentity | None:
+        if token is None:
+            return None
+        known, identity = self.decision.cached_identity(token)
+        if known:
+            return identity
+        return await asyncio.to_thread(self.decision.authenticate, token)
+
+    async def _on_request_body(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        body = message.request_body
+        self._body += body.body
+        if len(self._body) > self.settings.max_body_bytes:
+            limit = self.settings.max_body_bytes
+            return self._refuse(
+                Refusal(413, "body_too_large", f"request body over {limit} bytes", param="body")
+            )
+        if not body.end_of_stream:
+            return [] if self._full_duplex else [wire.request_body_response()]
+        return await self._route(trailers_follow=False)
+
+    async def _on_request_trailers(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        if self._full_duplex and self._plan is None and not self.done:
+            routed = await self._route(trailers_follow=True)
+            return routed if self.done else [*routed, wire.trailers_response(request=True)]
+        return [wire.trailers_response(request=True)]
+
+    async def _route(self, trailers_follow: bool) -> list[ProcessingResponse]:
+        info = self._request_info()
+        if isinstance(info, Refusal):
+            return self._refuse(info)
+        outcome = await self.decision.admit(info)
+        if isinstance(outcome, Refusal):
+            return self._refuse(outcome)
+        self._plan = outcome
+        if not outcome.targets:
+            self._outcome = Outcome.CANCELLED
+            self._finish()
+            return self._refuse(Refusal(503, "no_endpoint", "no endpoint is eligible", 1))
+        self._overhead_ms = (time.monotonic() - self._started) * 1000.0
+        if outcome.model != info.model:
+            self._body = bytearray(rewrite_model(bytes(self._body), outcome.model))
+            self._body_changed = True
+        return self._destination(outcome, trailers_follow)
+
+    def _request_info(self) -> RequestInfo | Refusal:
+        parsed = parse_body(bytes(self._body))
+        if isinstance(parsed, Refusal):
+            return parsed
+        return request_info(
+            self._headers, parsed, self._identity, self._subset, self.settings.trusted_hops
+        )
+
+    def _destination(self, plan: Plan, trailers_follow: bool) -> list[ProcessingResponse]:
+        addresses = [target.address for target in plan.targets]
+        headers = {wire.DESTINATION_KEY: ",".join(addresses)}
+        if self.settings.cap_retries:
+            headers[wire.MAX_RETRIES_HEADER] = str(len(addresses) - 1)
+        metadata = wire.destination_metadata(addresses)
+        if not self._full_duplex:
+            if not self._body_changed:
+                return [wire.request_body_response(headers, metadata)]
+            headers["content-length"] = str(len(self._body))
+            return [wire.request_body_response(headers, metadata, bytes(self._body))]
+        body = bytes(self._body)
+        self._body = bytearray()
+        return [
+            wire.request_headers_response(headers, metadata),
+            *wire.streamed_body(body, end_of_stream=not trailers_follow, request=True),
+        ]
+
+    def _refuse(self, refusal: Refusal) -> list[ProcessingResponse]:
+        self.done = True
+        headers = {wire.REASON_HEADER: refusal.code}
+        return [
+            wire.immediate_response(
+                refusal.status,
+                refusal.code,
+                refusal.message,
+                refusal.retry_after_s,
+                refusal.error_type,
+                headers,
+            )
+        ]
+
+    # --- response -----------------------------------------------------------------------
+
+    def _on_response_headers(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        headers = header_dict(message.response_headers.headers)
+        self._served = _served_endpoint(message)
+        self._outcome = _outcome_of(headers.get(":status", ""))
+        if self._plan is not None:
+            self._report_attempts(self._plan)
+        streaming = "text/event-stream" in headers.get("content-type", "")
+        self._reader = ResponseReader(streaming)
+        replies = [wire.response_headers_response(self._response_headers())]
+        if message.response_headers.end_of_stream:
+            self._finish()
+        return replies
+
+    def _report_attempts(self, plan: Plan) -> None:
+        """Replay Envoy's retries to the core: each endpoint it went past, then the last.
+
+        Envoy moves down the list on connect failures, refused or reset streams and 503s;
+        the EPP sees only where it ended, so each endpoint skipped counts as a server error.
+        The pick is already counted on the first endpoint: ``served`` is for the others.
+        """
+        addresses = [target.address for target in plan.targets]
+        if self._served is None or self._served not in addresses:
+            return
+        for index, address in enumerate(addresses[: addresses.index(self._served) + 1]):
+            if index:
+                self.decision.served(plan.handle, address)
+            if address != self._served:
+                self.decision.attempt_failed(plan.handle, Outcome.SERVER_ERROR)
+
+    def _on_response_body(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        body = message.response_body
+        if self._reader is not None and self._plan is not None:
+            tokens = self._reader.feed(body.body)
+            if tokens:
+                self.decision.progress(self._plan.handle, tokens)
+        if body.end_of_stream:
+            self._finish()
+        if self._full_duplex:
+            return list(wire.streamed_body(body.body, body.end_of_stream, request=False))
+        return [wire.response_body_response()]
+
+    def _on_response_trailers(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        self._finish()
+        return [wire.trailers_response(request=False)]
+
+    def _response_headers(self) -> Mapping[str, str]:
+        if self._plan is None:
+            return {}
+        names = {t.address: t.name for t in self._plan.targets}
+        address = self._served or self._plan.targets[0].address
+        region = next((t.region for t in self._plan.targets if t.address == address), None)
+        return {
+            wire.REGION_HEADER: region or self._plan.region,
+            wire.ENDPOINT_HEADER: names.get(address, address),
+            wire.REASON_HEADER: wire.header_text(self._plan.reason),
+            wire.OVERHEAD_HEADER: f"{self._overhead_ms:.2f}",
+        }
+
+    def _finish(self) -> None:
+        self.done = True
+        if self._plan is None or self._finished:
+            return
+        self._finished = True
+        usage = self._reader.finish() if self._reader is not None else None
+        self.decision.finished(self._plan.handle, usage, self._outcome)
+
+
+def _outcome_of(status: str) -> Outcome:
+    """How a response status counts for the endpoint that sent it."""
+    if status.startswith("2"):
+        return Outcome.OK
+    if status == "429":
+        return Outcome.THROTTLED
+    if status.startswith("4"):
+        return Outcome.CLIENT_ERROR
+    return Outcome.SERVER_ERROR
+
+
+def _served_endpoint(message: ProcessingRequest) -> str | None:
+    """The endpoint Envoy reports as having served (``envoy.lb`` metadata), if any."""
+    namespaces = message.metadata_context.filter_metadata
+    if wire.DESTINATION_NAMESPACE not in namespaces:
+        return None
+    fields = namespaces[wire.DESTINATION_NAMESPACE].fields
+    if wire.SERVED_KEY not in fields:
+        return None
+    served: str = fields[wire.SERVED_KEY].string_value
+    return served or None

@@ -1,0 +1,169 @@
+"""Names of the endpoint picker protocol and builders of the ext_proc messages it sends.
+
+The names are the Gateway API Inference Extension's (proposal 004): Envoy routes on the
+``x-gateway-destination-endpoint`` header and the same key in the ``envoy.lb`` dynamic
+metadata, hints a subset under ``envoy.lb.subset_hint``, and reports the endpoint that
+served under ``envoy.lb`` / ``x-gateway-destination-endpoint-served``. Everything that
+builds a ``ProcessingResponse`` lives here so the stream logic reads as decisions only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+
+from envoy.config.core.v3.base_pb2 import HeaderValue, HeaderValueOption
+from envoy.service.ext_proc.v3.external_processor_pb2 import (
+    BodyMutation,
+    BodyResponse,
+    CommonResponse,
+    HeaderMutation,
+    HeadersResponse,
+    ImmediateResponse,
+    ProcessingResponse,
+    StreamedBodyResponse,
+    TrailersResponse,
+)
+from envoy.type.v3.http_status_pb2 import HttpStatus
+from google.protobuf.struct_pb2 import Struct
+
+DESTINATION_NAMESPACE = "envoy.lb"
+DESTINATION_KEY = "x-gateway-destination-endpoint"
+SERVED_KEY = "x-gateway-destination-endpoint-served"
+SUBSET_NAMESPACE = "envoy.lb.subset_hint"
+SUBSET_KEY = "x-gateway-destination-endpoint-subset"
+
+REGION_HEADER = "x-trafficmgr-region"
+ENDPOINT_HEADER = "x-trafficmgr-endpoint"
+REASON_HEADER = "x-trafficmgr-reason"
+OVERHEAD_HEADER = "x-trafficmgr-overhead-ms"
+# Envoy caps the retries at the list's length, so its fallback LB never picks a host the
+# core did not choose (see envoy_config); ext_proc may set it once allow_envoy is on.
+MAX_RETRIES_HEADER = "x-envoy-max-retries"
+
+# Envoy implementations cap one streamed chunk at 64 KiB; stay under it.
+CHUNK_BYTES = 62_000
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "server_error",
+}
+
+
+def header_text(text: str, limit: int = 512) -> str:
+    """``text`` fit for a header value: one line, printable, at most ``limit`` characters."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:limit]
+
+
+def header_options(headers: Mapping[str, str]) -> list[HeaderValueOption]:
+    """Header mutations that overwrite (not append to) each named header."""
+    return [
+        HeaderValueOption(
+            header=HeaderValue(key=key, raw_value=value.encode()),
+            append_action=HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
+        )
+        for key, value in headers.items()
+    ]
+
+
+def destination_metadata(endpoints: Iterable[str]) -> Struct:
+    """``envoy.lb`` dynamic metadata carrying the fallback list, best first."""
+    metadata = Struct()
+    metadata.update({DESTINATION_NAMESPACE: {DESTINATION_KEY: ",".join(endpoints)}})
+    return metadata
+
+
+def request_headers_response(
+    headers: Mapping[str, str], metadata: Struct | None = None
+) -> ProcessingResponse:
+    """Answer a request headers message, setting ``headers`` on the upstream request."""
+    common = CommonResponse(header_mutation=HeaderMutation(set_headers=header_options(headers)))
+    response = ProcessingResponse(request_headers=HeadersResponse(response=common))
+    if metadata is not None:
+        response.dynamic_metadata.CopyFrom(metadata)
+    return response
+
+
+def request_body_response(
+    headers: Mapping[str, str] | None = None,
+    metadata: Struct | None = None,
+    body: bytes | None = None,
+) -> ProcessingResponse:
+    """Answer a buffered request body: keep it, or replace it with ``body``.
+
+    Headers may still change here, since a buffered request has not gone upstream yet; a
+    new body needs its ``content-length`` set to match, which the caller does.
+    """
+    common = CommonResponse()
+    if headers:
+        common.header_mutation.CopyFrom(HeaderMutation(set_headers=header_options(headers)))
+    if body is not None:
+        common.body_mutation.CopyFrom(BodyMutation(body=body))
+    response = ProcessingResponse(request_body=BodyResponse(response=common))
+    if metadata is not None:
+        response.dynamic_metadata.CopyFrom(metadata)
+    return response
+
+
+def streamed_body(body: bytes, end_of_stream: bool, request: bool) -> Iterator[ProcessingResponse]:
+    """Give a body back to Envoy in full-duplex mode, in chunks it accepts."""
+    chunks = [body[i : i + CHUNK_BYTES] for i in range(0, len(body), CHUNK_BYTES)] or [b""]
+    for index, chunk in enumerate(chunks):
+        last = end_of_stream and index == len(chunks) - 1
+        mutation = BodyMutation(
+            streamed_response=StreamedBodyResponse(body=chunk, end_of_stream=last)
+        )
+        body_response = BodyResponse(response=CommonResponse(body_mutation=mutation))
+        if request:
+            yield ProcessingResponse(request_body=body_response)
+        else:
+            yield ProcessingResponse(response_body=body_response)
+
+
+def response_headers_response(headers: Mapping[str, str]) -> ProcessingResponse:
+    """Answer a response headers message, adding ``headers`` to the client's response."""
+    common = CommonResponse(header_mutation=HeaderMutation(set_headers=header_options(headers)))
+    return ProcessingResponse(response_headers=HeadersResponse(response=common))
+
+
+def response_body_response() -> ProcessingResponse:
+    """Let a streamed (not full-duplex) response body chunk through unchanged."""
+    return ProcessingResponse(response_body=BodyResponse(response=CommonResponse()))
+
+
+def trailers_response(request: bool) -> ProcessingResponse:
+    """Let trailers through unchanged."""
+    if request:
+        return ProcessingResponse(request_trailers=TrailersResponse())
+    return ProcessingResponse(response_trailers=TrailersResponse())
+
+
+def error_body(status: int, code: str, message: str, error_type: str | None = None) -> bytes:
+    """An OpenAI-shaped error: ``{"error": {"message", "type", "code"}}``."""
+    kind = error_type or _ERROR_TYPES.get(status, "server_error" if status >= 500 else "error")
+    return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
+
+
+def immediate_response(
+    status: int,
+    code: str,
+    message: str,
+    retry_after: float | None = None,
+    error_type: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ProcessingResponse:
+    """Answer the client directly with an OpenAI-shaped error; Envoy routes nowhere."""
+    extra = {"content-type": "application/json", **(headers or {})}
+    if retry_after is not None:
+        extra["retry-after"] = str(max(1, int(-(-retry_after // 1))))
+    immediate = ImmediateResponse(
+        status=HttpStatus(code=status),
+        headers=HeaderMutation(set_headers=header_options(extra)),
+        body=error_body(status, code, message, error_type),
+        details=f"trafficmgr_epp_{code}",
+    )
+    return ProcessingResponse(immediate_response=immediate)

@@ -1,0 +1,30 @@
+"""The OpenAI-compatible gateway: the request path as an HTTP proxy in front of the endpoints.
+
+Clients point an OpenAI library at ``http://HOST:PORT/v1`` with a client token. Each request
+is routed by the shared decision core (``trafficmgr.requestpath``: residency, region, endpoint,
+affinity, admission, ejection) and proxied to the endpoint it picked over pooled keep-alive
+connections, streaming answers passed through as they arrive (``proxy``, ``sse``). The
+gateway never imports the Django app: the control plane comes in as a ``ControlPlane``
+source.
+
+Entry points: ``serve(source, listen, region, workers)`` (what ``manage.py gateway`` calls,
+with the Django-backed source), ``start_gateway(core, settings)`` on a running loop (tests),
+and ``python -m trafficmgr.gateway --fleet FILE --listen HOST:PORT --token SECRET``
+(standalone, for benchmarks). docs/gateway.md has the details.
+"""
+
+from __future__ import annotations
+
+from trafficmgr.gateway.app import build_app
+from trafficmgr.gateway.server import RunningGateway, parse_listen, serve, start_gateway
+from trafficmgr.gateway.settings import GatewaySettings, networks
+
+__all__ = [
+    "GatewaySettings",
+    "RunningGateway",
+    "build_app",
+    "networks",
+    "parse_listen",
+    "serve",
+    "start_gateway",
+]

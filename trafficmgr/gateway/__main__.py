@@ -1,0 +1,68 @@
+"""``python -m trafficmgr.gateway``: the gateway without a control plane (benchmarks, trials).
+
+The fleet comes from a fleet file and the routing table is the engine's static one (residency
+applied); clients authenticate with the ``--token`` secrets given here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from trafficmgr.fleetfile import load_fleet_file
+from trafficmgr.gateway.server import serve
+from trafficmgr.gateway.settings import DEFAULT_BODY_BYTES, GatewaySettings, networks
+from trafficmgr.requestpath import ClientIdentity, RequestPathConfig, StaticSource
+from trafficmgr.routing.picker import DEFAULT_STRATEGY, STRATEGIES
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m trafficmgr.gateway", description=__doc__)
+    p.add_argument("--fleet", required=True, help="fleet file (YAML)")
+    p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT")
+    p.add_argument("--token", action="append", required=True, help="a client token (repeat)")
+    p.add_argument("--region", help="serve this region only")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=STRATEGIES)
+    p.add_argument("--trusted-proxy", action="append", default=[], help="address or CIDR")
+    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_BODY_BYTES)
+    p.add_argument("--upstream-key", help="bearer token sent to the endpoints")
+    p.add_argument("--access-log", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.access_log else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    try:
+        fleet = load_fleet_file(args.fleet)
+        trusted = networks(args.trusted_proxy)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tokens = {t: ClientIdentity(f"token-{i + 1}") for i, t in enumerate(args.token)}
+    settings = GatewaySettings(
+        max_body_bytes=args.max_body_bytes,
+        trusted_proxies=trusted,
+        upstream_api_key=args.upstream_key,
+        access_log=args.access_log,
+    )
+    config = RequestPathConfig(default_strategy=args.strategy)
+    serve(
+        StaticSource(fleet, tokens),
+        args.listen,
+        args.region,
+        args.workers,
+        settings=settings,
+        config=config,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

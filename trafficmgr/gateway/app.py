@@ -1,0 +1,245 @@
+"""The gateway's HTTP face: OpenAI's routes, authentication, client address, refusals.
+
+Per request, in order: ``x-request-id`` (honoured, else generated; returned, sent upstream,
+logged); the bearer token (401, OpenAI's error shape); the body size (413, from
+``Content-Length`` before reading); the body (400 naming the field); the core's decision
+(400 bad header, 404 unknown model, 429 saturated, 503 nothing eligible, with Retry-After);
+then the proxy. The client's address is the peer's, or the first address in
+``X-Forwarded-For`` (from the right) that is not a trusted proxy when the peer is one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+import uuid
+
+import msgspec
+from aiohttp import web
+
+from trafficmgr.gateway.body import Body, BodyError, parse_body, with_model
+from trafficmgr.gateway.errors import error_response, refusal_response
+from trafficmgr.gateway.metrics import GatewayMetrics
+from trafficmgr.gateway.proxy import Exchange, Proxy, header_text
+from trafficmgr.gateway.settings import GatewaySettings, IpNetwork
+from trafficmgr.requestpath import (
+    PRIORITY_HEADER,
+    STRATEGY_HEADER,
+    ClientIdentity,
+    Refusal,
+    RequestInfo,
+    RequestPath,
+)
+
+log = logging.getLogger("trafficmgr.gateway")
+access_log = logging.getLogger("trafficmgr.gateway.access")
+
+CORE: web.AppKey[RequestPath] = web.AppKey("core", RequestPath)
+PROXY: web.AppKey[Proxy] = web.AppKey("proxy", Proxy)
+METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
+SETTINGS: web.AppKey[GatewaySettings] = web.AppKey("settings", GatewaySettings)
+
+
+def build_app(core: RequestPath, settings: GatewaySettings) -> web.Application:
+    """Build the aiohttp application (the proxy's client session opens on startup)."""
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    metrics = GatewayMetrics(core)
+    proxy = Proxy(core, settings, metrics)
+    app[CORE], app[PROXY], app[METRICS], app[SETTINGS] = core, proxy, metrics, settings
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_text)
+    app.on_startup.append(_start)
+    app.on_cleanup.append(_stop)
+    return app
+
+
+async def _start(app: web.Application) -> None:
+    await app[PROXY].start()
+
+
+async def _stop(app: web.Application) -> None:
+    await app[PROXY].close()
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _completion(request, chat=True)
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _completion(request, chat=False)
+
+
+async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
+    started = time.perf_counter()
+    app = request.app
+    core, settings = app[CORE], app[SETTINGS]
+    rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+    headers = {"x-request-id": header_text(rid, 128)}
+    refused = await _authenticate(request, core, headers)
+    if isinstance(refused, web.Response):
+        return _rejected(app, refused, "unauthorized")
+    length = request.content_length
+    if length is not None and length > settings.max_body_bytes:
+        return _rejected(app, _too_large(settings, headers), "too_large")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _rejected(app, _too_large(settings, headers), "too_large")
+    try:
+        body = parse_body(raw, chat)
+    except BodyError as exc:
+        response = error_response(400, exc.code, exc.message, param=exc.param, headers=headers)
+        return _rejected(app, response, exc.code)
+    info = _request_info(request, body, refused, rid, settings.trusted_proxies)
+    result = await core.admit(info)
+    if isinstance(result, Refusal):
+        headers["x-trafficmgr-reason"] = header_text(result.message)
+        return _rejected(app, refusal_response(result, headers), result.code)
+    app[METRICS].routing.observe(result.routing_s)
+    if result.model != body.model:
+        raw = with_model(body.doc, result.model)
+    exchange = Exchange(
+        request,
+        result,
+        raw,
+        request.path,
+        body.stream,
+        started,
+        headers["x-request-id"],
+        body.model,
+    )
+    answer = await app[PROXY].forward(exchange)
+    if settings.access_log:
+        access_log.info(
+            "%s %s %s model=%s endpoint=%s status=%d %.1fms",
+            rid,
+            info.client_ip,
+            request.path,
+            body.model,
+            answer.headers.get("x-trafficmgr-endpoint", "-"),
+            answer.status,
+            (time.perf_counter() - started) * 1000,
+        )
+    return answer
+
+
+async def _authenticate(
+    request: web.Request, core: RequestPath, headers: dict[str, str]
+) -> ClientIdentity | web.Response:
+    """Return the client's identity, or the 401 to answer."""
+    auth = request.headers.get("Authorization", "")
+    scheme, _, token = auth.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return error_response(
+            401,
+            "invalid_api_key",
+            "missing bearer token: send Authorization: Bearer <token>",
+            headers=headers,
+        )
+    hit, who = core.cached_identity(token)
+    if not hit:
+        who = await asyncio.get_running_loop().run_in_executor(None, core.authenticate, token)
+    if who is None:
+        return error_response(401, "invalid_api_key", "unknown or revoked token", headers=headers)
+    return who
+
+
+def _too_large(settings: GatewaySettings, headers: dict[str, str]) -> web.Response:
+    return error_response(
+        413,
+        "request_too_large",
+        f"request body larger than {settings.max_body_bytes} bytes",
+        headers=headers,
+    )
+
+
+def _rejected(app: web.Application, response: web.Response, reason: str) -> web.Response:
+    app[METRICS].rejected(reason)
+    return response
+
+
+def _request_info(
+    request: web.Request,
+    body: Body,
+    who: ClientIdentity,
+    rid: str,
+    trusted: tuple[IpNetwork, ...],
+) -> RequestInfo:
+    h = request.headers
+    return RequestInfo(
+        model=body.model,
+        client_ip=client_address(request, trusted),
+        identity=who,
+        priority=h.get(PRIORITY_HEADER),
+        strategy=h.get(STRATEGY_HEADER),
+        session_id=h.get("x-session-id") or body.user,
+        prompt=body.prompt,
+        max_output_tokens=body.max_tokens,
+        request_id=rid,
+    )
+
+
+def client_address(request: web.Request, trusted: tuple[IpNetwork, ...]) -> str | None:
+    """Return the client's address: the peer's, or X-Forwarded-For's from a trusted proxy."""
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    address = str(peer[0]) if isinstance(peer, tuple) and peer else None
+    if address is None or not trusted or not _trusted(address, trusted):
+        return address
+    forwarded = request.headers.get("X-Forwarded-For")
+    if not forwarded:
+        return address
+    for hop in reversed([h.strip() for h in forwarded.split(",")]):
+        try:
+            ipaddress.ip_address(hop)
+        except ValueError:
+            return address  # a malformed chain says nothing reliable
+        if not _trusted(hop, trusted):
+            return hop
+        address = hop
+    return address
+
+
+def _trusted(address: str, trusted: tuple[IpNetwork, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in trusted)
+
+
+async def list_models(request: web.Request) -> web.Response:
+    core = request.app[CORE]
+    refused = await _authenticate(request, core, {})
+    if isinstance(refused, web.Response):
+        return refused
+    data = [
+        {"id": m, "object": "model", "created": 0, "owned_by": "trafficmgr"} for m in core.models()
+    ]
+    return web.Response(
+        body=msgspec.json.encode({"object": "list", "data": data}),
+        content_type="application/json",
+    )
+
+
+async def healthz(request: web.Request) -> web.Response:
+    core = request.app[CORE]
+    snap = core.snapshot()
+    doc = {
+        "status": "ok",
+        "table": snap.table.version,
+        "table_kind": snap.table_kind,
+        "in_flight": core.ledger.total,
+        "queued": core.queue.depth(),
+    }
+    return web.Response(body=msgspec.json.encode(doc), content_type="application/json")
+
+
+async def metrics_text(request: web.Request) -> web.Response:
+    body = request.app[METRICS].render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})

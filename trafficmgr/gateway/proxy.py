@@ -1,0 +1,342 @@
+"""Send a routed request to its endpoints: retries before the first byte, never after.
+
+The plan's targets are tried in order (the pick, then its fallbacks), up to ``max_attempts``
+and within the retry budget. An attempt fails before the first byte on a connect error, no
+response (or, for a stream, no first event) within its timeout, a 5xx, an upstream 429, or a
+body that is not what the API says; the core hears of it (``attempt_failed``: outlier
+detection, in-flight accounting) and the next target is tried. Nothing has reached the client
+yet, so a retry is invisible to it. An upstream 4xx other than 429 is the request's fault:
+it is passed back as is, and not retried.
+
+Once the first event of a stream is forwarded the client holds part of an answer, so the
+request is never retried: an upstream that stalls (``idle_timeout_s``), breaks the
+connection, sends garbage or ends without ``[DONE]`` gets its stream closed with a clean SSE
+error event. A client that goes away cancels the handler (aiohttp's handler cancellation):
+the upstream response is closed, which makes the server abort the generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+import msgspec
+from aiohttp import web
+from yarl import URL
+
+from trafficmgr.gateway.errors import error_response
+from trafficmgr.gateway.metrics import GatewayMetrics
+from trafficmgr.gateway.settings import GatewaySettings
+from trafficmgr.gateway.sse import BrokenStream, SseRelay, error_event, usage_of
+from trafficmgr.requestpath import Outcome, Plan, RequestPath, Target, Usage
+from trafficmgr.requestpath.budget import RetryBudget
+
+_DECODER = msgspec.json.Decoder()
+OK = Outcome.OK
+CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why an attempt failed before the first byte."""
+
+    outcome: Outcome
+    message: str
+    retry_after: int | None = None
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One client request on its way through the gateway."""
+
+    request: web.Request
+    plan: Plan
+    body: bytes
+    path: str
+    stream: bool
+    started: float  # perf_counter at arrival
+    request_id: str
+    requested_model: str
+
+
+class Proxy:
+    """The pooled client to the endpoints and the attempt loop."""
+
+    def __init__(self, core: RequestPath, settings: GatewaySettings, metrics: GatewayMetrics):
+        self.core = core
+        self.settings = settings
+        self.metrics = metrics
+        self.budget = RetryBudget(settings.retry_budget_ratio, settings.retry_budget_per_s)
+        self._session: aiohttp.ClientSession | None = None
+        self._urls: dict[tuple[str, str], URL] = {}
+
+    async def start(self) -> None:
+        s = self.settings
+        connector = aiohttp.TCPConnector(
+            limit=s.max_connections, limit_per_host=0, keepalive_timeout=s.keepalive_s
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=s.connect_timeout_s),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _url(self, address: str, path: str) -> URL:
+        key = (address, path)
+        url = self._urls.get(key)
+        if url is None:
+            url = self._urls[key] = URL(f"http://{address}{path}")
+        return url
+
+    async def forward(self, ex: Exchange) -> web.StreamResponse:
+        """Answer the exchange from the first target that serves it (see the module doc)."""
+        handle = ex.plan.handle
+        try:
+            return await self._attempts(ex)
+        finally:
+            # a no-op after a normal finish; closes the accounting of a cancelled handler
+            self.core.finished(handle, None, Outcome.CANCELLED)
+
+    async def _attempts(self, ex: Exchange) -> web.StreamResponse:
+        self.budget.deposit()
+        last: Failure | None = None
+        targets = ex.plan.targets[: max(1, self.settings.max_attempts)]
+        for i, target in enumerate(targets):
+            if i > 0:
+                if not self.budget.allow():
+                    break
+                assert last is not None
+                self.metrics.retried(last.outcome.value)
+            self.core.served(ex.plan.handle, target.name)
+            result = await self._attempt(ex, target)
+            if not isinstance(result, Failure):
+                return result
+            last = result
+            self.core.attempt_failed(ex.plan.handle, result.outcome)
+        return self._exhausted(ex, last)
+
+    async def _attempt(self, ex: Exchange, target: Target) -> web.StreamResponse | Failure:
+        """Send one attempt; a Failure means nothing reached the client (retry elsewhere)."""
+        assert self._session is not None
+        s = self.settings
+        headers = {"Content-Type": "application/json", "X-Request-Id": ex.request_id}
+        if s.upstream_api_key:
+            headers["Authorization"] = f"Bearer {s.upstream_api_key}"
+        sent = time.perf_counter()
+        wait = s.first_byte_timeout_s if ex.stream else s.request_timeout_s
+        resp: aiohttp.ClientResponse | None = None
+        relay = SseRelay()
+        try:
+            async with asyncio.timeout(wait):
+                resp = await self._session.post(
+                    self._url(target.address, ex.path), data=ex.body, headers=headers
+                )
+                failure = await self._check_status(resp, target)
+                if failure is not None:
+                    return failure
+                if resp.status >= 400:
+                    return await self._passed_back(ex, target, resp, sent)
+                if not ex.stream:
+                    return await self._whole(ex, target, resp, sent)
+                first, tokens = await self._first_event(resp, relay)
+        except TimeoutError:
+            _close(resp)
+            return Failure(Outcome.TIMEOUT, f"{target.name}: no answer within {wait:g} s")
+        except aiohttp.ClientConnectorError as exc:
+            return Failure(Outcome.CONNECT_ERROR, f"{target.name}: {exc}")
+        except (aiohttp.ClientError, BrokenStream) as exc:
+            _close(resp)
+            return Failure(Outcome.BROKEN, f"{target.name}: {exc or type(exc).__name__}")
+        except BaseException:
+            _close(resp)  # the client went away: abort the generation upstream
+            raise
+        try:
+            return await self._stream(ex, target, resp, sent, relay, first, tokens)
+        finally:
+            resp.close()
+
+    async def _first_event(
+        self, resp: aiohttp.ClientResponse, relay: SseRelay
+    ) -> tuple[bytes, int]:
+        """Read until the first complete event; raise BrokenStream if the stream ends first."""
+        while True:
+            chunk = await resp.content.readany()
+            if not chunk:
+                raise BrokenStream("stream ended before its first event")
+            first, tokens = relay.feed(chunk)
+            if first:
+                return first, tokens
+
+    async def _check_status(self, resp: aiohttp.ClientResponse, target: Target) -> Failure | None:
+        status = resp.status
+        if status < 500 and status != 429:
+            return None
+        try:
+            detail = (await resp.content.read(512)).decode(errors="replace")
+        finally:
+            resp.close()
+        if status == 429:
+            retry = resp.headers.get("Retry-After", "")
+            after = int(retry) if retry.isdigit() else None
+            return Failure(Outcome.THROTTLED, f"{target.name}: 429 {detail[:200]}", after)
+        return Failure(Outcome.SERVER_ERROR, f"{target.name}: {status} {detail[:200]}")
+
+    def _headers(self, ex: Exchange, target: Target, sent: float) -> dict[str, str]:
+        return {
+            "x-request-id": ex.request_id,
+            "x-trafficmgr-region": target.region,
+            "x-trafficmgr-endpoint": target.name,
+            "x-trafficmgr-reason": header_text(ex.plan.reason),
+            "x-trafficmgr-overhead-ms": f"{(sent - ex.started) * 1000:.3f}",
+        }
+
+    async def _passed_back(
+        self, ex: Exchange, target: Target, resp: aiohttp.ClientResponse, sent: float
+    ) -> web.Response:
+        """Hand an upstream 4xx back to the client unchanged (the request's fault)."""
+        body = await resp.read()
+        self.core.finished(ex.plan.handle, None, Outcome.CLIENT_ERROR)
+        self._answered(ex, target, resp.status, None)
+        return web.Response(
+            status=resp.status,
+            body=body,
+            headers={
+                **self._headers(ex, target, sent),
+                "Content-Type": resp.headers.get("Content-Type", "application/json"),
+            },
+        )
+
+    async def _whole(
+        self, ex: Exchange, target: Target, resp: aiohttp.ClientResponse, sent: float
+    ) -> web.Response | Failure:
+        body = await resp.read()
+        try:
+            doc = _DECODER.decode(body)
+        except msgspec.DecodeError:
+            return Failure(Outcome.BROKEN, f"{target.name}: a response that is not JSON")
+        usage = usage_of(doc)
+        self.core.finished(ex.plan.handle, usage, Outcome.OK)
+        self._answered(ex, target, 200, time.perf_counter() - ex.started)
+        return web.Response(
+            body=body,
+            headers={**self._headers(ex, target, sent), "Content-Type": "application/json"},
+        )
+
+    async def _stream(
+        self,
+        ex: Exchange,
+        target: Target,
+        resp: aiohttp.ClientResponse,
+        sent: float,
+        relay: SseRelay,
+        first: bytes,
+        tokens: int,
+    ) -> web.StreamResponse:
+        """Commit to this endpoint: forward the first event, then the rest as it comes."""
+        out = web.StreamResponse(headers=self._headers(ex, target, sent))
+        out.content_type = "text/event-stream"
+        out.headers["Cache-Control"] = "no-cache"
+        ttft = time.perf_counter() - ex.started
+        if tokens:
+            self.core.progress(ex.plan.handle, tokens)
+        try:
+            await out.prepare(ex.request)
+            await out.write(first)
+        except CLIENT_GONE:
+            self.core.finished(ex.plan.handle, None, Outcome.CANCELLED)
+            return out
+        outcome, why = await self._relay(ex, resp, relay, out)
+        if relay.done and outcome is not Outcome.CANCELLED:
+            outcome = Outcome.OK  # whatever happened after [DONE] cost the client nothing
+        if outcome is not Outcome.OK and outcome is not Outcome.CANCELLED:
+            try:
+                await out.write(error_event(f"upstream {target.name}: {why}", outcome.value))
+            except CLIENT_GONE:
+                outcome = Outcome.CANCELLED
+        usage = relay.usage() or Usage(0, relay.tokens)  # prompt tokens: the core's count
+        self.core.finished(ex.plan.handle, usage, outcome)
+        self._answered(ex, target, 200, ttft)
+        if outcome is not Outcome.CANCELLED:
+            await out.write_eof()
+        return out
+
+    async def _relay(
+        self, ex: Exchange, resp: aiohttp.ClientResponse, relay: SseRelay, out: web.StreamResponse
+    ) -> tuple[Outcome, str]:
+        """Forward the rest of the stream; return how it ended."""
+        idle = self.settings.idle_timeout_s
+        loop = asyncio.get_running_loop()
+        handle, progress = ex.plan.handle, self.core.progress
+        try:
+            async with asyncio.timeout_at(loop.time() + idle) as deadline:
+                while True:
+                    chunk = await resp.content.readany()
+                    if not chunk:
+                        break
+                    data, tokens = relay.feed(chunk)
+                    if tokens:
+                        progress(handle, tokens)
+                    if relay.done:  # the answer is whole: close its accounting before the
+                        # client reads its end (the upstream's own end follows at once)
+                        self.core.finished(handle, relay.usage() or Usage(0, relay.tokens), OK)
+                    if data:
+                        await out.write(data)
+                    deadline.reschedule(loop.time() + idle)
+        except TimeoutError:
+            return Outcome.STALLED, f"no data for {idle:g} s"
+        except BrokenStream as exc:
+            return Outcome.BROKEN, str(exc)
+        except CLIENT_GONE:
+            return Outcome.CANCELLED, "client went away"
+        except aiohttp.ClientError as exc:
+            return Outcome.BROKEN, f"connection lost ({type(exc).__name__})"
+        finally:
+            resp.close()
+        if not relay.done:
+            return Outcome.BROKEN, "stream ended without [DONE]"
+        return Outcome.OK, ""
+
+    def _exhausted(self, ex: Exchange, last: Failure | None) -> web.Response:
+        """Answer when every attempt failed before the first byte."""
+        headers = {"x-request-id": ex.request_id, "x-trafficmgr-region": ex.plan.region}
+        if last is None:
+            self.metrics.rejected("retry_budget")
+            return error_response(503, "retry_budget", "retry budget spent", headers=headers)
+        self.core.finished(ex.plan.handle, None, last.outcome)
+        self.metrics.rejected(f"upstream_{last.outcome.value}")
+        if last.outcome is Outcome.THROTTLED:
+            message = f"every endpoint tried is saturated; last: {last.message}"
+            return error_response(
+                429,
+                "upstream_saturated",
+                message,
+                retry_after_s=last.retry_after or 1,
+                headers=headers,
+            )
+        status = 504 if last.outcome is Outcome.TIMEOUT else 502
+        code = "upstream_timeout" if status == 504 else "upstream_error"
+        return error_response(
+            status, code, f"no endpoint answered; last: {last.message}", headers=headers
+        )
+
+    def _answered(self, ex: Exchange, target: Target, code: int, ttft: float | None) -> None:
+        e2e = time.perf_counter() - ex.started
+        self.metrics.answered(ex.requested_model, target.name, code, ttft, e2e)
+
+
+def _close(resp: aiohttp.ClientResponse | None) -> None:
+    if resp is not None:
+        resp.close()
+
+
+def header_text(text: str, limit: int = 512) -> str:
+    """Return ``text`` as a safe header value: ASCII, one line, at most ``limit`` chars."""
+    clean = text.encode("ascii", "replace").decode().replace("\r", " ").replace("\n", " ")
+    return clean[:limit]

@@ -1,0 +1,186 @@
+"""Run the gateway: one uvloop event loop per worker process, sharing the port.
+
+``serve`` is what ``python manage.py gateway`` and ``python -m trafficmgr.gateway`` call.
+Each worker has its own ``RequestPath`` (its own in-flight view, pickers and outlier state)
+and its own pooled client to the endpoints; workers bind the same port with ``SO_REUSEPORT``
+and the kernel spreads connections across them. A worker refreshes its view of the control
+plane from a thread (``Maintainer``: the source may block on a database or Redis), never on
+the event loop. SIGINT or SIGTERM drains: the listener closes, requests in flight get
+``shutdown_timeout_s`` to finish, then the process exits.
+
+``start_gateway`` runs one on the caller's loop (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import uvloop
+from aiohttp import web
+
+from trafficmgr.gateway.app import build_app
+from trafficmgr.gateway.settings import GatewaySettings
+from trafficmgr.requestpath import ControlPlane, RequestPath, RequestPathConfig
+
+log = logging.getLogger("trafficmgr.gateway")
+
+SourceArg = ControlPlane | Callable[[], ControlPlane]
+
+
+class Maintainer:
+    """Refresh a core's control-plane view from a thread, every ``loads_ttl_s``."""
+
+    def __init__(self, core: RequestPath) -> None:
+        self.core = core
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gateway-maintain", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        period = max(0.05, self.core.config.loads_ttl_s)
+        while not self._stop.wait(period):
+            try:
+                self.core.maintain()
+            except Exception:  # keep serving from the last good view
+                log.warning("reading the control plane failed", exc_info=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@dataclass(slots=True)
+class RunningGateway:
+    """A gateway serving on the current event loop."""
+
+    core: RequestPath
+    runner: web.AppRunner
+    host: str
+    port: int
+    maintainer: Maintainer
+
+    @property
+    def base_url(self) -> str:
+        """Return the OpenAI base URL (``http://HOST:PORT/v1``)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    async def stop(self) -> None:
+        """Stop listening, let requests in flight finish, stop the maintainer."""
+        self.maintainer.stop()
+        await self.runner.cleanup()
+
+
+async def start_gateway(
+    core: RequestPath,
+    settings: GatewaySettings | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    reuse_port: bool = False,
+) -> RunningGateway:
+    """Serve ``core`` on ``host:port`` (0: any free port) on the running loop."""
+    settings = settings or GatewaySettings()
+    await asyncio.get_running_loop().run_in_executor(None, core.maintain)
+    runner = web.AppRunner(
+        build_app(core, settings),
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=settings.shutdown_timeout_s,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096, reuse_port=reuse_port or None)
+    await site.start()
+    bound = runner.addresses[0][1] if runner.addresses else port
+    maintainer = Maintainer(core)
+    maintainer.start()
+    return RunningGateway(core, runner, host, int(bound), maintainer)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """Split ``HOST:PORT`` (``[::1]:8080`` for IPv6); raise ValueError."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"--listen: expected HOST:PORT, got {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def serve(
+    source: SourceArg,
+    listen: str,
+    region: str | None = None,
+    workers: int = 1,
+    *,
+    settings: GatewaySettings | None = None,
+    config: RequestPathConfig | None = None,
+) -> None:
+    """Serve the gateway until SIGINT/SIGTERM (see the module doc).
+
+    ``source`` may be a factory (a class, or any callable returning a source): it is then
+    called in each worker process after the fork, which suits a source holding database or
+    Redis connections.
+    """
+    host, port = parse_listen(listen)
+    config = replace(config or RequestPathConfig(), region=region)
+    settings = settings or GatewaySettings()
+    if workers <= 1:
+        _worker(source, host, port, config, settings, False)
+        return
+    ctx = multiprocessing.get_context("fork")
+    procs = [
+        ctx.Process(target=_worker, args=(source, host, port, config, settings, True))
+        for _ in range(workers)
+    ]
+    for p in procs:
+        p.start()
+
+    def forward(signum: int, _frame: object) -> None:
+        for p in procs:
+            if p.pid is not None and p.is_alive():
+                os.kill(p.pid, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for p in procs:
+        p.join()
+
+
+def _worker(
+    source: SourceArg,
+    host: str,
+    port: int,
+    config: RequestPathConfig,
+    settings: GatewaySettings,
+    reuse_port: bool,
+) -> None:
+    core = RequestPath(_built(source), config)
+    uvloop.run(_serve_until_signal(core, settings, host, port, reuse_port))
+
+
+def _built(source: SourceArg) -> ControlPlane:
+    """Return the source, calling it first when it is a factory (a class counts as one)."""
+    if isinstance(source, type) or not isinstance(source, ControlPlane):
+        made: ControlPlane = source()
+        return made
+    return source
+
+
+async def _serve_until_signal(
+    core: RequestPath, settings: GatewaySettings, host: str, port: int, reuse_port: bool
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    gateway = await start_gateway(core, settings, host, port, reuse_port=reuse_port)
+    log.warning("gateway worker %d serving http://%s:%d/v1", os.getpid(), host, gateway.port)
+    await stop.wait()
+    await gateway.stop()

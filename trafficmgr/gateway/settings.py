@@ -1,0 +1,35 @@
+"""The gateway's own knobs (the routing ones are ``RequestPathConfig``'s), in one value."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+DEFAULT_BODY_BYTES = 8 * 1024 * 1024
+
+
+def networks(specs: Iterable[str]) -> tuple[IpNetwork, ...]:
+    """Parse addresses or CIDR networks (``127.0.0.1``, ``10.0.0.0/8``); raise ValueError."""
+    return tuple(ipaddress.ip_network(s.strip(), strict=False) for s in specs if s.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    """Limits, timeouts and retries of the OpenAI-compatible gateway."""
+
+    max_body_bytes: int = DEFAULT_BODY_BYTES  # a larger request is refused with 413
+    trusted_proxies: tuple[IpNetwork, ...] = field(default_factory=tuple)  # may set X-F-F
+    connect_timeout_s: float = 2.0
+    first_byte_timeout_s: float = 60.0  # a stream's first chunk (retried elsewhere after)
+    idle_timeout_s: float = 30.0  # between two chunks of a stream: longer is a stall
+    request_timeout_s: float = 600.0  # a whole non-streaming response
+    max_attempts: int = 3  # the pick and up to two fallbacks
+    retry_budget_ratio: float = 0.2  # retries may add at most this share of requests ...
+    retry_budget_per_s: float = 10.0  # ... plus this many per second
+    upstream_api_key: str | None = None  # sent to the endpoints (clients' tokens never are)
+    max_connections: int = 4096  # pooled keep-alive connections to the endpoints, in all
+    keepalive_s: float = 60.0
+    access_log: bool = False
+    shutdown_timeout_s: float = 30.0  # in-flight requests finish (drain) before exit

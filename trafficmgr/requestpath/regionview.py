@@ -1,0 +1,209 @@
+"""One region's endpoints as the picker sees them for one request: heartbeats plus this process.
+
+The heartbeat part (``decision.build_loads``: health, running, waiting, KV cache, GPU use) is
+built by ``RequestPath.maintain`` every ``loads_ttl_s``, off the request path. Per request
+only what changed since is added: this process's in flight on each endpoint (``inflight``),
+and the prompt blocks this process sent there (its approximate prefix-cache index, which
+``ai_aware`` reads as ``cached_prefixes``). ``running`` is the larger of the heartbeat's
+count and this process's own (the server counts every gateway's requests, but only as of its
+last heartbeat); outstanding prefill and decode tokens are this process's, which heartbeats
+do not carry. An endpoint's combined view is cached and rebuilt only when its ledger version
+or its prefix index changed.
+
+Then the request's candidates are the endpoints that may take it now: serving its model,
+healthy and active (the engine's ``serves``), not drained here, weight above 0, in the
+front's subset, not ejected, under the admission limit of the request's priority, and past
+the slow-start lottery. An endpoint over its admission limit is *full*: when only full
+endpoints remain the request is saturated (429 and the admission queue) rather than without
+capacity (503).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from trafficmgr.requestpath.inflight import Ledger
+from trafficmgr.requestpath.outlier import OutlierDetector
+from trafficmgr.routing.estimator import service_rates
+from trafficmgr.routing.picker import EndpointLoad, serves
+from trafficmgr.routing.types import AdminState, Region, RegionState
+
+PREFIX_REBUILD_S = 0.02  # a busy endpoint's block set is frozen again at most this often
+
+
+class PrefixIndex:
+    """The prompt blocks this process sent to one endpoint, newest kept (bounded LRU)."""
+
+    __slots__ = ("_blocks", "_built_at", "_frozen", "dirty", "limit", "version")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._blocks: OrderedDict[int, None] = OrderedDict()
+        self._frozen: frozenset[int] = frozenset()
+        self._built_at = -1.0
+        self.dirty = False
+        self.version = 0
+
+    def add(self, hashes: Sequence[int]) -> None:
+        blocks = self._blocks
+        for h in hashes:
+            if h in blocks:
+                blocks.move_to_end(h)
+            else:
+                blocks[h] = None
+                self.dirty = True
+        while len(blocks) > self.limit:
+            blocks.popitem(last=False)
+
+    def frozen(self, now: float) -> frozenset[int]:
+        """Return the blocks as a frozenset, refrozen when changed (rate-limited)."""
+        if self.dirty and (now - self._built_at >= PREFIX_REBUILD_S or len(self._blocks) < 256):
+            self._frozen = frozenset(self._blocks)
+            self._built_at, self.dirty = now, False
+            self.version += 1
+        return self._frozen
+
+
+@dataclass(slots=True)
+class Candidates:
+    """What one region offers one request."""
+
+    loads: tuple[EndpointLoad, ...] = ()
+    full: int = 0  # eligible endpoints over their admission limit
+    why: str = ""  # when ``loads`` is empty
+
+
+@dataclass(slots=True)
+class Gate:
+    """Everything besides the heartbeats that decides whether an endpoint may be offered."""
+
+    ledger: Ledger
+    outlier: OutlierDetector
+    drained: set[str]
+    prefixes: dict[str, PrefixIndex]
+    slow_start_s: float
+    slow_start_floor: float
+    rng: random.Random = field(default_factory=random.Random)
+
+
+class RegionView:
+    """A region's heartbeat view, and the per-request candidates built from it."""
+
+    def __init__(self, region: Region, state: RegionState, base: tuple[EndpointLoad, ...]):
+        self.region = region
+        self.state = state
+        self.base = base
+        self.slots = {
+            b.endpoint.name: service_rates(b.profile, b.endpoint.gpus).max_concurrency for b in base
+        }
+        # endpoint → (ledger version, prefix version, combined load)
+        self._combined: dict[str, tuple[int, int, EndpointLoad]] = {}
+
+    def usable(self) -> set[str]:
+        """Return the endpoints eligible by heartbeat and configuration (slow-start edges)."""
+        return {
+            b.endpoint.name
+            for b in self.base
+            if b.healthy and b.endpoint.weight > 0 and b.endpoint.admin_state is AdminState.ACTIVE
+        }
+
+    def combined(self, base: EndpointLoad, gate: Gate, now: float) -> EndpointLoad:
+        """Return the endpoint's heartbeat view plus this process's in flight and blocks."""
+        name = base.endpoint.name
+        flight = gate.ledger.get(name)
+        index = gate.prefixes.get(name)
+        blocks = index.frozen(now) if index is not None else frozenset()
+        version = flight.version if flight is not None else 0
+        pversion = index.version if index is not None else 0
+        cached = self._combined.get(name)
+        if cached is not None and cached[0] == version and cached[1] == pversion:
+            return cached[2]
+        if flight is None or flight.running == 0:
+            load = base if not blocks else _with(base, base.running, 0.0, 0.0, blocks)
+        else:
+            load = _with(
+                base,
+                max(base.running, flight.running),
+                max(0.0, flight.prefill),
+                max(0.0, flight.decode),
+                blocks,
+            )
+        self._combined[name] = (version, pversion, load)
+        return load
+
+    def candidates(
+        self,
+        model: str,
+        max_load: float,
+        gate: Gate,
+        now: float,
+        subset: Callable[[EndpointLoad], bool] | None = None,
+    ) -> Candidates:
+        """Return the endpoints that may take a request for ``model`` now (see module doc)."""
+        offered: list[EndpointLoad] = []
+        ramping: list[tuple[float, EndpointLoad]] = []
+        full, seen, ejected = 0, 0, 0
+        outlier, drained = gate.outlier, gate.drained
+        for base in self.base:
+            e = base.endpoint
+            if model not in e.models:
+                continue
+            seen += 1
+            if not serves(base, model) or e.name in drained or e.weight <= 0:
+                continue
+            if subset is not None and not subset(base):
+                continue
+            if not outlier.available(e.name, now):
+                ejected += 1
+                continue
+            load = self.combined(base, gate, now)
+            if load.running + load.waiting >= self.slots[e.name] * max_load:
+                full += 1
+                continue
+            ramp = outlier.ramp(e.name, now, gate.slow_start_s, gate.slow_start_floor)
+            if ramp < 1.0:
+                ramping.append((ramp, load))
+            else:
+                offered.append(load)
+        for ramp, load in ramping:
+            if gate.rng.random() < ramp:
+                offered.append(load)
+        if not offered and ramping:  # slow start never refuses: it only shares
+            offered = [load for _, load in ramping]
+        if offered:
+            return Candidates(tuple(offered), full)
+        return Candidates((), full, self._why(model, seen, full, ejected))
+
+    def _why(self, model: str, seen: int, full: int, ejected: int) -> str:
+        if seen == 0:
+            return f"no endpoint serves {model}"
+        if full:
+            return f"all {full} eligible endpoints serving {model} are at their admission limit"
+        if ejected:
+            return f"{ejected} of {seen} endpoints serving {model} ejected, the rest unavailable"
+        return (
+            f"none of the {seen} endpoints serving {model} is healthy, active, "
+            "undrained and weighted"
+        )
+
+
+def _with(
+    b: EndpointLoad, running: int, prefill: float, decode: float, blocks: frozenset[int]
+) -> EndpointLoad:
+    """Return ``b`` with this process's figures (a constructor call: ``replace`` is slow)."""
+    return EndpointLoad(
+        b.endpoint,
+        b.profile,
+        b.healthy,
+        running,
+        b.waiting,
+        prefill,
+        decode,
+        b.kv_cache_usage,
+        b.gpu_util,
+        b.latency_ewma_ms,
+        blocks,
+    )
