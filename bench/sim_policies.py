@@ -33,7 +33,7 @@ from trafficmgr.sim.metrics import coefficient_of_variation
 from trafficmgr.sim.run import DEFAULT_POLICIES, RunResult, simulate
 from trafficmgr.sim.traces import Trace, TraceRequest, read_trace
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+DATA = Path(__file__).resolve().parents[1] / "examples" / "traces"
 TRACES = (
     str(DATA / "AzureLLMInferenceTrace_code.csv"),
     str(DATA / "mooncake_synthetic_trace.jsonl"),

@@ -14,7 +14,7 @@ from regions.management.commands.simulate import Command
 from tests.sim.world import SIM_WORLD_YAML
 from trafficmgr.sim.cli import build_parser
 
-AZURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+AZURE = Path(__file__).resolve().parents[2] / "examples" / "traces"
 AZURE = AZURE / "AzureLLMInferenceTrace_code.csv"
 SLICE = 300  # requests
 POLICY_KEYS = {

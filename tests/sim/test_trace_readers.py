@@ -8,7 +8,7 @@ import pytest
 
 from trafficmgr.sim.traces import TraceError, parse_trace, read_trace
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+DATA = Path(__file__).resolve().parents[2] / "examples" / "traces"
 AZURE_HEAD = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 BURST_HEAD = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
 
