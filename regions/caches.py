@@ -24,6 +24,6 @@ def reset_process_state(store: HotState | None = None) -> None:
     route.forget()
     history.forget()
     auth.cache.clear()
-    auth.database.succeeded()
+    impairment.database.succeeded()
     impairment.forget()
     LoopRateThrottle._windows.clear()

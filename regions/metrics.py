@@ -59,8 +59,9 @@ def count_publish() -> None:
     hotstate.get().incr([(PUBLISHES, 1)])
 
 
-def observe_tick(duration_s: float, overran: bool, now: float) -> None:
-    """Record one tick that ran: histogram, overrun count and the last figures."""
+def observe_tick(duration_s: float, overran: bool, now: float, held: bool = False) -> None:
+    """Record one tick that ran: histogram, overrun count and the last figures (``decided_at``:
+    the last tick that judged the fleet rather than holding the last decision)."""
     items = [
         (counter_field(TICK_BUCKET, {"le": repr(b)}), 1.0) for b in TICK_BUCKETS if duration_s <= b
     ]
@@ -69,7 +70,10 @@ def observe_tick(duration_s: float, overran: bool, now: float) -> None:
         items.append((counter_field(TICKS, {"result": "overran"}), 1))
     store = hotstate.get()
     store.incr(items)
-    store.set_tick_info({"last_duration_s": duration_s, "last_at": now})
+    info = {"last_duration_s": duration_s, "last_at": now}
+    if not held:
+        info["decided_at"] = now
+    store.set_tick_info(info)
 
 
 def count_fail_static(what: str) -> None:

@@ -106,6 +106,10 @@ elif env_bool("TRAFFICMGR_DB_POOL", True):
             "max_size": env_int("TRAFFICMGR_DB_POOL_MAX", 8),
             "timeout": env_float("TRAFFICMGR_DB_POOL_TIMEOUT_S", 2.0),
             "max_idle": 60.0,
+            # Give up a failing connection attempt after 1 s, so that the next request starts
+            # a fresh one: psycopg_pool's own backoff (doubling up to 5 min) kept a pool
+            # refusing requests for about as long as the outage had lasted.
+            "reconnect_timeout": 1.0,
         },
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -23,8 +23,9 @@ principals.
 ``STALE_MAX_S`` ago) keeps working from the cache: a PostgreSQL outage must not look like
 every agent going silent. Revocations still win: a revoke bumps the token version, which
 drops every cached principal, and once the database answers again an expired entry is
-checked there before use. A secret not held is refused during the outage, and the refusal
-is recorded as the control plane's own impairment (``regions.hotstate.impairment``).
+checked there before use. A secret not held is refused during the outage; for an agent
+token the refusal is recorded as the control plane's own impairment (its heartbeats go
+missing for our reasons: ``regions.hotstate.impairment``).
 """
 
 from __future__ import annotations
@@ -218,14 +219,19 @@ class TokenCache:
 
 
 cache = TokenCache(TOKEN_TTL_S, MAX_CACHED)
-# After a failed lookup the database is not asked again for this long: an outage costs one
-# connection timeout per process every 2 s, not one per request.
-database = impairment.Breaker(2.0)
+# After a failed lookup the database is not asked again for 2 s (shared with the fleet view
+# and the loop): an outage costs one connection timeout per process every 2 s.
+database = impairment.database
 
 
 def cached_token(secret: str) -> TokenUser | None:
-    """The principal of ``secret`` when the cache holds it (never touches the database)."""
-    return cache.get(hash_secret(secret))
+    """The principal of ``secret`` when the cache holds it (never touches the database);
+    while the database is known to be away, also one held past its TTL (fail static)."""
+    key_hash = hash_secret(secret)
+    user = cache.get(key_hash)
+    if user is None and database.open:
+        user = cache.stale(key_hash)
+    return user
 
 
 def well_formed(secret: str) -> bool:
@@ -257,7 +263,8 @@ def resolve_token(secret: str) -> TokenUser | None:
             database.failed()
         held = cache.stale(key_hash)
         if held is None:
-            hotstate.note_impairment()
+            if secret.startswith(AGENT_PREFIX):  # a heartbeat refused for our own reasons
+                hotstate.note_impairment()
             raise
         metrics.count_fail_static("token")
         return held

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, connection, transaction
 
 from regions import hotstate
+from regions.hotstate import impairment
 from trafficmgr.routing.table import static_table
 from trafficmgr.routing.types import Endpoint, Fleet, RoutingTable
 
@@ -120,14 +121,20 @@ def current(max_age_s: float = MAX_AGE_S) -> FleetView:
 
 def _reload(held: FleetView | None) -> FleetView:
     """Read the view again; keep the one held while the database is away."""
-    try:
-        return load()
-    except DatabaseError:
-        if held is None:
-            raise
-        log.warning("fleet view: database unreachable, keeping the view read before")
-        held.loaded_at = time.monotonic() - max(0.0, MAX_AGE_S - RETRY_S)
-        return held
+    database = impairment.database
+    if held is None or not database.open:
+        try:
+            view = load()
+        except DatabaseError:
+            if held is None:
+                raise
+            database.failed()
+            log.warning("fleet view: database unreachable, keeping the view read before")
+        else:
+            database.succeeded()
+            return view
+    held.loaded_at = time.monotonic() - max(0.0, MAX_AGE_S - RETRY_S)  # try again then
+    return held
 
 
 def refresh_ahead(ahead_s: float = REFRESH_AHEAD_S) -> bool:

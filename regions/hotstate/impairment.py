@@ -82,3 +82,9 @@ class Breaker:
 
     def succeeded(self) -> None:
         self._open_until = 0.0
+
+
+# This process's view of the database: every path that falls back on what it knew (tokens,
+# the fleet view, the loop's durable state) shares it, so that an outage costs the process
+# one connection timeout every 2 s rather than one per caller.
+database = Breaker(2.0)

@@ -34,6 +34,7 @@ from regions.hotstate import UNFENCED, HotState, TickState
 from regions.loop import durable, hold
 from regions.loop import history as controlrecord
 from regions.loop.retention import purge_history_now
+from regions.models import Event, LoopState
 from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.failover import (
     FleetEvaluation,
@@ -46,9 +47,10 @@ from trafficmgr.routing.types import Heartbeat
 
 log = logging.getLogger(__name__)
 
-# The tick lock's lifetime in tick intervals (renewed while a tick runs): a worker that dies
-# mid-tick blocks the loop at most this long.
-LOCK_TTL_INTERVALS = 2.0
+# The tick lock's lifetime in tick intervals (renewed every third of it while a tick runs): a
+# worker that dies mid-tick blocks the loop at most this long, so the beat's next tick but
+# one runs: a killed tick costs two intervals.
+LOCK_TTL_INTERVALS = 1.5
 LOCK_MIN_TTL_S = 0.5
 
 
@@ -140,7 +142,7 @@ def run_tick(
         result = tick(store, at, lease.fence)
         duration = time.perf_counter() - started
     overran = duration > interval
-    metrics.observe_tick(duration, overran, at)
+    metrics.observe_tick(duration, overran, at, result.held)
     if overran:
         log.warning(
             "tick took %.3f s, longer than the %.3f s interval (%s)",
@@ -208,6 +210,38 @@ def tick(store: HotState, now: float, fence: int = UNFENCED) -> TickResult:
     update = controlrecord.TableUpdate.of(previous, table) if changed else None
     clock.mark("diff")
     events = controlrecord.event_rows(evaluation.transitions, flips, table.version, now)
+    written = write_tick(store, fence, state, evaluation, new_doc, update, events, now)
+    clock.mark("write")
+    if written is None:
+        return TickResult(True, superseded=True, phases=tuple(clock.phases))
+    if update is not None:
+        metrics.count_publish()
+        controlrecord.notify_dashboard(update, evaluation.transitions)
+        clock.mark("dashboard")
+    return TickResult(
+        True,
+        table.version,
+        changed,
+        written,
+        evaluation.transitions,
+        phases=tuple(clock.phases),
+    )
+
+
+def write_tick(
+    store: HotState,
+    fence: int,
+    state: LoopState | None,
+    evaluation: FleetEvaluation,
+    doc: dict[str, Any],
+    update: controlrecord.TableUpdate | None,
+    events: list[Event],
+    now: float,
+) -> bool | None:
+    """Write the events and state to the database, then the state and table to Redis (the
+    events into its outbox when the database is away); return whether the table got a
+    history row, or None when a newer tick's lease overtook this one (nothing published)."""
+    global _fence_floor
     counters = store.counters() if durable.counters_due(state, now) else None
     try:
         committed, recorded = durable.commit(
@@ -216,39 +250,18 @@ def tick(store: HotState, now: float, fence: int = UNFENCED) -> TickResult:
     except durable.Superseded as exc:
         _fence_floor = max(_fence_floor, exc.fence + 1)
         log.warning("tick at %.3f overtaken by a newer tick: nothing written", now)
-        return TickResult(True, superseded=True, phases=tuple(clock.phases))
-    clock.mark("record")
+        return None
     if committed and fence != UNFENCED:
         _fence_floor = max(_fence_floor, fence + 1)
     outbox = () if committed else tuple(controlrecord.event_to_json(e) for e in events)
-    saved = store.save_tick(
-        TickState(
-            fence,
-            evaluation.machines,
-            new_doc,
-            table if update is not None else None,
-            update.text if update is not None else None,
-            outbox,
-        )
-    )
-    if not saved:
+    table = update.table if update is not None else None
+    text = update.text if update is not None else None
+    if not store.save_tick(TickState(fence, evaluation.machines, doc, table, text, outbox)):
         log.warning("tick at %.3f overtaken by a newer tick: its state was not published", now)
-        return TickResult(True, superseded=True, phases=tuple(clock.phases))
-    clock.mark("state")
-    if update is not None:
-        metrics.count_publish()
-        controlrecord.notify_dashboard(update, evaluation.transitions)
-        clock.mark("dashboard")
+        return None
     if committed:
         durable.drain_outbox(store)
-    return TickResult(
-        True,
-        table.version,
-        changed,
-        recorded,
-        evaluation.transitions,
-        phases=tuple(clock.phases),
-    )
+    return recorded
 
 
 def held_tick(

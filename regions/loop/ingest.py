@@ -541,7 +541,10 @@ class HistoryWriter:
 
     def _run(self, wake: threading.Event) -> None:
         while not wake.wait(self.flush_s):
-            close_old_connections()  # CONN_MAX_AGE and health checks, as a request would
+            try:
+                close_old_connections()  # CONN_MAX_AGE and health checks, as a request would
+            except Exception:  # a connection broken while the database was away
+                log.debug("closing old connections failed", exc_info=True)
             self._flush_quietly()
         connections.close_all()
 

@@ -188,6 +188,7 @@ class Cluster:
         self.dns = ("127.0.0.1", self.dns_port)
         self.database_url = with_database(self.services.database_url, self.db_name)
         self.redis_url = ""  # set by start_redis()
+        self.redis_port = 0  # the cluster's own redis-server's, when it has one
         self.var_dir = self.workdir / "var"
         self.logs = self.workdir / "logs"
         self._db_created = False
@@ -507,17 +508,33 @@ class Cluster:
             return
         import redis
 
-        port = free_port()
-        self.spawn(
+        self.redis_port = free_port()
+        self._spawn_redis(binary)
+        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self._redis = redis.Redis.from_url(self.redis_url, socket_timeout=5, decode_responses=True)
+        wait_until(lambda: self._redis.ping(), 10, "the cluster's redis-server")
+
+    def _spawn_redis(self, binary: str) -> Process:
+        return self.spawn(
             "redis",
             [
-                *(binary, "--bind", "127.0.0.1", "--port", str(port)),
+                *(binary, "--bind", "127.0.0.1", "--port", str(self.redis_port)),
                 *("--save", "", "--appendonly", "no", "--dir", str(self.workdir)),
             ],
         )
-        self.redis_url = f"redis://127.0.0.1:{port}/0"
-        self._redis = redis.Redis.from_url(self.redis_url, socket_timeout=5, decode_responses=True)
-        wait_until(lambda: self._redis.ping(), 10, "the cluster's redis-server")
+
+    def kill_redis(self) -> None:
+        """SIGKILL the cluster's own redis-server: it comes back empty (no persistence)."""
+        proc = self.process("redis")
+        self.kill(proc)
+        proc.name = "redis (killed)"  # a service no longer expected to run
+
+    def restart_redis(self) -> None:
+        """Start the cluster's redis-server again on the same port (empty)."""
+        binary = shutil.which("redis-server")
+        assert binary is not None and self.redis_port, "the cluster has no redis-server of its own"
+        self._spawn_redis(binary)
+        wait_until(lambda: self._redis.ping(), 10, "the cluster's redis-server to restart")
 
 
 SERVICES = ("redis", "web", "worker", "beat", "dns")

@@ -73,12 +73,15 @@ def test_a_known_token_keeps_working_while_the_database_is_away(
     assert hotstate.get().counters().get("fail_static|what=token") == 2
 
 
-def test_an_unknown_token_is_refused_and_counted_as_the_control_planes_impairment(
+def test_an_unknown_agent_token_is_refused_and_counted_as_the_control_planes_impairment(
     world: Any, clock: Clock, database_away: list[str]
 ) -> None:
-    secret = "tma_" + "x" * 43
     with pytest.raises(OperationalError):
-        auth.resolve_token(secret)
+        auth.resolve_token("tmk_" + "x" * 43)  # an API token: no heartbeat goes missing
+    assert not hotstate.get().impairments()
+    auth.database.succeeded()
+    with pytest.raises(OperationalError):
+        auth.resolve_token("tma_" + "x" * 43)
     assert hotstate.get().impairments(), "the refusal was not recorded as an impairment"
 
 

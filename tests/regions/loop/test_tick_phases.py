@@ -23,8 +23,7 @@ def test_a_tick_reports_its_phases_in_order(feed: Any) -> None:
         "evaluate",
         "compile",
         "diff",
-        "record",
-        "state",
+        "write",
         "dashboard",
     ]
     assert all(seconds >= 0 for _, seconds in first.phases)
@@ -32,4 +31,4 @@ def test_a_tick_reports_its_phases_in_order(feed: Any) -> None:
     feed(T0 + 1)
     unchanged = run_tick(T0 + 1, interval_s=1.0)
     assert not unchanged.changed
-    assert [name for name, _ in unchanged.phases] == names[:7]  # nothing to publish
+    assert [name for name, _ in unchanged.phases] == names[:6]  # nothing to publish
