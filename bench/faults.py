@@ -90,8 +90,8 @@ def worker(cluster: Cluster, outage: float) -> tuple[float, tuple[str, ...]]:
     )
     resumed = float(cluster.redis.hget("trafficmgr:tick", "last_at") or 0)
     print(
-        f"  no tick for {resumed - max(last, killed - cluster.tick_s):.2f} s "
-        f"({cluster.tick_s:g} s interval)",
+        f"  next tick done {resumed - killed:.2f} s after the kill, {resumed - last:.2f} s "
+        f"after the last one before it ({cluster.tick_s:g} s interval)",
         flush=True,
     )
     return killed, ()
