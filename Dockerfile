@@ -18,4 +18,4 @@ EXPOSE 8000 5353/udp 5353/tcp
 ENV WEB_CONCURRENCY=2
 CMD ["uvicorn", "trafficmgr.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
      "--lifespan", "off", "--no-access-log", "--ws-per-message-deflate", "false", \
-     "--timeout-graceful-shutdown", "10"]
+     "--ws-max-size", "65536", "--timeout-graceful-shutdown", "10"]

@@ -6,20 +6,28 @@ per-tick live state. Close codes: 4401 not signed in, 4403 signed in without a d
 role; the page goes to the login page on either instead of reconnecting. The consumer's
 channel-layer receive ends when channels cancels it (``dashboard.receives``): else one
 lost cancellation keeps a stopping uvicorn worker waiting for its whole graceful timeout.
+
+What a page sends is checked by ``dashboard.inbound`` before anything acts on it: a bad frame
+is answered with an ``error`` message and never ends the socket, except one too large (1009)
+or one problem too many (1008). The handshake's Origin is checked by ``dashboard.origin``.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from dashboard import messages
+from dashboard import inbound, messages
 from dashboard.livefeed import feed
 from dashboard.receives import cancellable
 from regions.access.permissions import role_of
+
+log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -27,6 +35,9 @@ CLOSE_FORBIDDEN = 4403
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
     joined: bool = False
+    closing: bool = False
+    problems: int = 0
+    snapshot_at: float = float("-inf")
 
     # channels sets this to the layer's receive of the consumer's channel, then awaits it
     # next to the socket's receive and cancels it once the socket is gone.
@@ -53,6 +64,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         self.joined = True
         await feed.join(self.channel_layer)
         await self.send_json(await database_sync_to_async(messages.snapshot_message)(user))
+        self.snapshot_at = time.monotonic()
 
     async def disconnect(self, code: int) -> None:
         if self.joined:
@@ -60,8 +72,47 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(feed.group, self.channel_name)
             await feed.leave()
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """The page only listens; anything it sends is ignored."""
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """Check a frame, then answer it; nothing a page sends may end the handler."""
+        if not self.joined or self.closing:  # refused, or closed for what it sent
+            return
+        found = inbound.read(text_data, bytes_data)
+        if isinstance(found, inbound.Problem):
+            await self.refuse(found)
+            return
+        try:
+            await self.answer(found)
+        except Exception:  # e.g. the database away for a snapshot: say so, keep the socket
+            log.exception("could not answer a dashboard's %s message", found.type)
+            await self.refuse(
+                inbound.Problem("unavailable", "could not answer", "type", id=found.id)
+            )
+
+    async def answer(self, request: inbound.Request) -> None:
+        if request.type == "ping":
+            await self.send_json({"type": "pong", "id": request.id, "server_time": time.time()})
+            return
+        wait = self.snapshot_at + inbound.SNAPSHOT_EVERY_S - time.monotonic()
+        if wait > 0:
+            detail = f"one snapshot per {inbound.SNAPSHOT_EVERY_S:g} s: retry in {wait:.1f} s"
+            await self.refuse(inbound.Problem("too_frequent", detail, "type", id=request.id))
+            return
+        self.snapshot_at = time.monotonic()
+        user = self.scope.get("user")
+        await self.send_json(await database_sync_to_async(messages.snapshot_message)(user))
+
+    async def refuse(self, problem: inbound.Problem) -> None:
+        """Answer a bad message with an error; close on a size, or on one problem too many."""
+        self.problems += 1
+        await self.send_json(problem.doc())
+        code = problem.close
+        if code is None and self.problems >= inbound.MAX_PROBLEMS:
+            code = inbound.CLOSE_POLICY
+        if code is not None:
+            self.closing = True
+            await self.close(code=code)
 
     async def relay_text(self, message: dict[str, Any]) -> None:
         await self.send(text_data=message["text"])

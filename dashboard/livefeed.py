@@ -10,6 +10,8 @@ It does two things, once per process rather than once per browser:
   figures, queues and events move on every tick. Every half tick the feed reads the hot
   state's evaluation (one read); when a new tick has run it sends ``live.update`` and the
   events written since (``events.new``); after a configuration write, ``config.update``.
+  While a drill is under way, and whenever a drill event was written, it reads the drills and
+  their progress (``dashboard.drillfeed``) and sends ``drills.update`` when they changed.
   When the loop stops, nothing is sent and the pages show their "stale" banner.
 
 The browser never polls.
@@ -26,7 +28,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from dashboard import messages
+from dashboard import drillfeed, messages
 from dashboard.receives import stop
 from regions import hotstate
 from regions.loop.history import DASHBOARD_GROUP
@@ -39,16 +41,43 @@ RELAY_RETRY_S = 0.5  # between receive attempts after a channel-layer failure
 
 @dataclass(slots=True)
 class Cursor:
-    """What the feed already sent: the tick, the last event id, the config version."""
+    """What the feed already sent: the tick, the last event id, the config version, and the
+    drills (whether one is under way, and their last document)."""
 
     tick_at: float | None
     event_id: int
     config_version: int
+    drills_active: bool = False
+    drills_sent: dict[str, Any] | None = None
 
 
 def start_cursor() -> Cursor:
     store = hotstate.get()
-    return Cursor(store.evaluation().get("at"), messages.last_event_id(), store.config_version())
+    cursor = Cursor(store.evaluation().get("at"), messages.last_event_id(), store.config_version())
+    doc = drillfeed.drills_doc()
+    cursor.drills_active, cursor.drills_sent = bool(doc["active"]), doc
+    return cursor
+
+
+def drill_step(cursor: Cursor, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The drills' message, when a drill is under way or a drill event came, and it changed.
+
+    The drills under way are read each time (their progress moves every half second); the last
+    ones, with their reports, only when a drill event came or a drill stopped being under way.
+    """
+    drill_events = any(e.get("kind") == "drill" for e in events)
+    if not cursor.drills_active and not drill_events:
+        return []
+    active = drillfeed.active_docs()
+    sent = cursor.drills_sent or {"active": [], "recent": []}
+    same_drills = [d["id"] for d in active] == [d["id"] for d in sent["active"]]
+    recent = sent["recent"] if same_drills and not drill_events else drillfeed.recent_docs()
+    doc = {"active": active, "recent": recent}
+    cursor.drills_active = bool(active)
+    if doc == cursor.drills_sent:
+        return []
+    cursor.drills_sent = doc
+    return [{"type": "drills.update", **doc}]
 
 
 def step(cursor: Cursor) -> list[dict[str, Any]]:
@@ -66,12 +95,13 @@ def step(cursor: Cursor) -> list[dict[str, Any]]:
     if ticked:
         cursor.tick_at = at
         out.append(messages.live_message(evaluation))
+    events: list[dict[str, Any]] = []
     if ticked or config_changed:
         events = messages.events_after(cursor.event_id)
         if events:
             cursor.event_id = int(events[-1]["id"])
             out.append({"type": "events.new", "events": events})
-    return out
+    return out + drill_step(cursor, events)
 
 
 def period_s() -> float:

@@ -7,11 +7,14 @@ Browser-bound message types (``type`` key):
   (``regions.loop.history.notify_dashboard``: table, diff, transitions);
 - ``live.update``: per tick, the endpoints' and regions' live state (``live_doc``);
 - ``events.new``: Event rows written since the last message, oldest first;
-- ``config.update``: regions, endpoints, residency rules, ... after a configuration write.
+- ``config.update``: regions, endpoints, residency rules, ... after a configuration write;
+- ``drills.update``: drills under way with their live progress, and the last ones
+  (``dashboard.drillfeed``; the snapshot carries the same as ``drills``);
+- ``pong`` and ``error``: answers to what the page sends (``dashboard.inbound``).
 
-The last three come from ``dashboard.livefeed``, which reads the hot state once per tick per
-process, never per browser, and relays every message to the process's pages as JSON text
-encoded once.
+The ``live``, ``events``, ``config`` and ``drills`` updates come from ``dashboard.livefeed``,
+which reads the hot state once per tick per process, never per browser, and relays every
+message to the process's pages as JSON text encoded once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from dashboard.drillfeed import drills_doc
 from regions import conf, hotstate
 from regions.access.permissions import has_role, role_of
 from regions.api.loop_views import TableVersionSerializer
@@ -42,7 +46,7 @@ from regions.models import (
     Role,
     RoutingTableVersion,
 )
-from trafficmgr.routing.countries import CONTINENT_OF
+from trafficmgr.routing.countrysets import covered_countries
 from trafficmgr.routing.geo import country_location
 from trafficmgr.routing.table import DEFAULT_ZONE, table_to_json, zone_keys, zone_location
 from trafficmgr.routing.types import Heartbeat
@@ -85,12 +89,12 @@ def zone_points(zones: Any) -> dict[str, list[float]]:
 
 
 def residency_docs() -> list[dict[str, Any]]:
-    """Residency rules as the API lists them, plus every client country they cover."""
+    """Residency rules as the API lists them, plus every client country they cover (their
+    countries, their named sets' and their continents': what the map shades)."""
     rules = ResidencyRule.objects.prefetch_related("regions")
     docs = []
     for doc in ResidencyRuleSerializer(rules, many=True).data:
-        covered = set(doc["countries"])
-        covered.update(c for c, cont in CONTINENT_OF.items() if cont in doc["continents"])
+        covered = covered_countries(doc["countries"], doc["continents"], doc.get("sets") or ())
         docs.append({**doc, "covered_countries": sorted(covered)})
     return docs
 
@@ -206,4 +210,5 @@ def snapshot_message(user: Any) -> dict[str, Any]:
         "live": live_doc(),
         "events": EventSerializer(events, many=True).data,
         "history": TableVersionSerializer(history[:SNAPSHOT_HISTORY], many=True).data,
+        "drills": drills_doc(),
     }

@@ -38,6 +38,8 @@ class EmbeddedSystem:
     dns_port: int
     agents: bool = True
     agent_load: float = 0.25
+    # endpoint → its server's /metrics: agents read them as they read a vLLM node's
+    metrics_urls: dict[str, str] = field(default_factory=dict)
     ticker: EmbeddedTicker | None = None
     dns_thread: Any = None
     dns_server: Any = None
@@ -73,7 +75,9 @@ class EmbeddedSystem:
         store.listeners.append(publish)  # type: ignore[attr-defined]
 
     def _start_agents(self) -> None:
-        self.agent_threads.extend(start_simulated_agents(self.fleet, self.web_url, self.agent_load))
+        self.agent_threads.extend(
+            start_simulated_agents(self.fleet, self.web_url, self.agent_load, self.metrics_urls)
+        )
 
     def stop(self) -> None:
         stop_agents(self.agent_threads)
@@ -85,7 +89,7 @@ class EmbeddedSystem:
 
 
 def start_simulated_agents(
-    fleet: Fleet, control_plane: str, load: float
+    fleet: Fleet, control_plane: str, load: float, metrics_urls: dict[str, str] | None = None
 ) -> list[tuple[Any, threading.Thread]]:
     """Issue an agent token per region and start one simulated agent per endpoint."""
     from agents.cli import build_agent
@@ -108,6 +112,7 @@ def start_simulated_agents(
                 sim_load=load,
                 sim_seed=seed,
                 models=endpoint.models,
+                metrics_url=(metrics_urls or {}).get(endpoint.name),
             )
             agent = build_agent(cfg)
             thread = threading.Thread(target=agent.run, name=f"agent-{endpoint.name}", daemon=True)

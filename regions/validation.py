@@ -8,12 +8,20 @@ like ``gpus[3].util_pct``.
 
 A schema (``Kind``) is interpreted by ``_check``; ``compiled`` turns it once into closures
 that take good input on a fast path and hand anything doubtful to ``_check``.
+
+``check_bounds`` is what the API's JSON bodies are held to before they mean anything: nesting
+depth, integer size, finite numbers and no control characters in strings or keys (the
+configuration API's parser and the drills apply it). The hot paths' bodies (heartbeats,
+decisions, completions) are checked against their schemas right after ``parse_json``, which
+bounds their depth and numbers as tightly; their free-text diagnostics (an agent's error
+messages) may hold control characters, which must not get a heartbeat refused.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -87,6 +95,12 @@ def obj(fields: Mapping[str, Field]) -> Kind:
 
 BOOL: Kind = ("bool",)
 MAX_SAFE_INT = 2**53 - 1
+# Bounds every JSON body is held to (``check_bounds``): the API's bodies nest four levels.
+MAX_DEPTH = 32
+MAX_INT_BITS = 128  # 38 decimal digits: any count, id or hash the API takes fits
+# C0 controls but tab and line breaks, DEL, C1 controls but NEL, lone surrogates: what YAML
+# refuses too, and what no name or message needs (and a terminal may obey).
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff]")
 
 
 def histograms(max_names: int, max_bounds: int, name: Kind) -> Kind:
@@ -111,17 +125,84 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json(body: bytes) -> Any:
-    """Parse a request body; raise Invalid("body", ...) when it is not one JSON document."""
+    """Parse a request body; raise Invalid("body", ...) when it is not one JSON document.
+
+    Depth and numbers are left to the schema the caller checks next (``validate``), or to
+    ``check_bounds``.
+    """
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise Invalid("body", "not UTF-8 text") from None
     try:
-        return json.loads(text, parse_constant=_NonFinite, object_pairs_hook=_no_duplicates)
+        value = json.loads(text, parse_constant=_NonFinite, object_pairs_hook=_no_duplicates)
     except RecursionError:
-        raise Invalid("body", "JSON nested too deeply") from None
+        raise Invalid("body", f"nested too deeply (more than {MAX_DEPTH} levels)") from None
     except ValueError as exc:
         raise Invalid("body", f"malformed JSON: {str(exc)[:200]}") from None
+    return value
+
+
+def check_bounds(value: Any, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse, naming the path, what no JSON body of the API may hold.
+
+    Nesting deeper than ``max_depth``, integers of more than ``MAX_INT_BITS`` bits (a float
+    field would overflow converting them), non-finite numbers (``1e999``) and ``CONTROL``
+    characters in strings or keys. Iterative: a hostile body cannot exhaust the stack.
+    """
+    _check_leaf(value, ())
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if type(item) is dict:
+            pairs: Any = item.items()
+        elif type(item) is list:
+            pairs = enumerate(item)
+        else:
+            continue
+        if depth > max_depth:
+            raise Invalid(_path_text(path), f"nested too deeply (more than {max_depth} levels)")
+        for key, child in pairs:
+            if type(key) is str and (found := CONTROL.search(key)):
+                shown = key[:64].encode("unicode_escape", "backslashreplace").decode("ascii")
+                raise Invalid(_path_text((*path, shown)), f"key has a {_named(found[0])}")
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1, (*path, key)))
+            elif kind is str or kind is int or kind is float or kind is _NonFinite:
+                _check_leaf(child, (*path, key))
+
+
+def _check_leaf(value: Any, path: tuple[str | int, ...]) -> None:
+    kind = type(value)
+    if kind is str:
+        if found := CONTROL.search(value):
+            raise Invalid(_path_text(path), f"{_named(found[0])} is not allowed")
+    elif kind is int:
+        if value.bit_length() > MAX_INT_BITS:
+            raise Invalid(_path_text(path), f"integer of more than {MAX_INT_BITS} bits")
+    elif kind is float:
+        if not math.isfinite(value):
+            raise Invalid(_path_text(path), "expected a finite number")
+    elif kind is _NonFinite:
+        raise Invalid(_path_text(path), f"expected a finite number, got {value.text}")
+
+
+def _named(char: str) -> str:
+    code = ord(char)
+    what = "lone surrogate" if 0xD800 <= code <= 0xDFFF else "control character"
+    return f"{what} U+{code:04X}"
+
+
+def _path_text(path: tuple[str | int, ...]) -> str:
+    """``("gpus", 3, "name")`` as ``gpus[3].name``; the empty path is the body."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text = f"{text}.{part}" if text else str(part)
+    return (text if len(text) <= 120 else "…" + text[-119:]) or "body"
 
 
 def json_type(value: Any) -> str:
@@ -367,7 +448,8 @@ def _open_ranged(value: Any, lo: float, hi: float) -> float:
 
 def _ranged(value: Any, lo: float, hi: float) -> Any:
     if not lo <= value <= hi:
-        raise Invalid("", f"{value!r} is outside {lo:g}..{hi:g}")
+        shown = repr(value) if abs(value) < 10**30 else f"a number of {len(str(abs(value)))} digits"
+        raise Invalid("", f"{shown} is outside {lo:g}..{hi:g}")
     return value
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
+from typing import Any
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
@@ -20,6 +22,34 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 from regions.api.loop_front import LoopFront  # noqa: E402
+
+
+def _leave_request_bodies_to_the_application() -> None:
+    """Keep daphne (the demo's server) from parsing ``multipart/form-data`` bodies itself.
+
+    Twisted, under daphne, parses every multipart POST body before the application sees it
+    and answers one it cannot parse (an empty form, ``--boundary--``) with a bare 400: no
+    body, no content type, not the API's error format. Nothing reads Twisted's parse (the
+    body reaches Django whole either way), so turn it off: the API's parsers answer instead.
+    Daphne loads its server before the application; other servers (uvicorn) skip this.
+    """
+    protocol = sys.modules.get("daphne.http_protocol")
+    if protocol is None:
+        return
+    request_class = protocol.WebRequest
+    if getattr(request_class, "_bodies_left_to_the_application", False):
+        return
+    parent_init = request_class.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        parent_init(self, *args, **kwargs)
+        self._parsePOSTFormSubmission = False  # twisted.web.http.Request, Twisted >= 22.8
+
+    request_class.__init__ = __init__
+    request_class._bodies_left_to_the_application = True
+
+
+_leave_request_bodies_to_the_application()
 
 application = ProtocolTypeRouter(
     {

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
-from trafficmgr.routing.types import AdminState, FailoverPolicy, Fleet
+from trafficmgr.routing.types import AdminState, FailoverPolicy, Fleet, ServiceObjective
 
 
 def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
@@ -57,7 +58,8 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
             "clients": {
                 k: v
                 for k, v in (
-                    ("countries", sorted(rule.countries)),
+                    ("sets", sorted(rule.sets)),
+                    ("countries", sorted(rule.listed_countries())),
                     ("continents", sorted(rule.continents)),
                 )
                 if v
@@ -70,6 +72,23 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
     doc["failover"] = failover_to_dict(fleet.failover)
     if fleet.clients:
         doc["clients"] = [{"country": c.country, "share": c.share} for c in fleet.clients]
+    served = set(fleet.models())  # an objective of a model no endpoint serves any more: left out
+    slo = replace(fleet.slo, models={m: v for m, v in fleet.slo.models.items() if m in served})
+    if slo != ServiceObjective():
+        doc["slo"] = slo_doc(slo)
+    return doc
+
+
+def slo_doc(slo: ServiceObjective) -> dict[str, Any]:
+    """The objective as stored: ``slo_to_dict``, or {} for the default."""
+    return {} if slo == ServiceObjective() else slo_to_dict(slo)
+
+
+def slo_to_dict(slo: ServiceObjective) -> dict[str, Any]:
+    """The service objective as the fleet file writes it."""
+    doc: dict[str, Any] = {"ttft_p99_ms": slo.ttft_p99_ms}
+    if slo.models:
+        doc["models"] = {m: {"ttft_p99_ms": ms} for m, ms in sorted(slo.models.items())}
     return doc
 
 

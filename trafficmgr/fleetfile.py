@@ -23,6 +23,7 @@ from trafficmgr.fleetyaml import (
     parse_yaml,
 )
 from trafficmgr.routing.countries import CONTINENTS, continent_of
+from trafficmgr.routing.countrysets import COUNTRY_SETS, SET_NAMES
 from trafficmgr.routing.types import (
     AdminState,
     AllDown,
@@ -35,6 +36,7 @@ from trafficmgr.routing.types import (
     Region,
     ResidencyMode,
     ResidencyRule,
+    ServiceObjective,
 )
 
 __all__ = [
@@ -201,7 +203,7 @@ def _host(host: str) -> None:
         raise ValueError(f"{host!r} is neither an IP address nor a host name")
 
 
-FLEET_KEYS = {"zone", "ttl", "gpu_profiles", "regions", "residency", "failover", "clients"}
+FLEET_KEYS = {"zone", "ttl", "gpu_profiles", "regions", "residency", "failover", "clients", "slo"}
 REGION_KEYS = {
     "name",
     "country",
@@ -215,6 +217,8 @@ REGION_KEYS = {
 ENDPOINT_KEYS = {"name", "address", "gpu", "gpus", "models", "weight", "state"}
 PROFILE_KEYS = {"prefill_tokens_per_s", "decode_tokens_per_s", "max_concurrency"}
 RULE_KEYS = {"name", "clients", "regions", "mode"}
+CLIENT_KEYS = {"countries", "continents", "sets"}
+NO_CLIENTS = "a residency rule must name client countries, country sets or continents"
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,7 @@ def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
     residency = _residency(r, doc.get("residency"), names)
     failover = _failover(r, doc.get("failover"))
     clients = _clients(r, doc.get("clients"))
+    slo = _slo(r, doc.get("slo"), {m for reg in regions for e in reg.endpoints for m in e.models})
     if "regions" in doc and not regions and not r.issues:
         r.error("regions", "a fleet needs at least one region")
     if r.issues:
@@ -278,7 +283,35 @@ def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
         residency=residency,
         failover=failover,
         clients=clients,
+        slo=slo,
     )
+
+
+MAX_TTFT_MS = 3_600_000.0
+
+
+def _slo(r: _Reader, value: Any, models: set[str]) -> ServiceObjective:
+    """Read the service objective: a default TTFT p99 and per-model ones (all optional)."""
+    if value is None:
+        return ServiceObjective()
+    doc = r.mapping(value, "slo", {"ttft_p99_ms", "models"}, set())
+    default = ServiceObjective().ttft_p99_ms
+    if "ttft_p99_ms" in doc:
+        default = r.number(doc["ttft_p99_ms"], "slo.ttft_p99_ms", 0, MAX_TTFT_MS, low_open=True)
+    per_model: dict[str, float] = {}
+    listed = doc.get("models")
+    keys = set(listed) if isinstance(listed, dict) else set()
+    names = r.mapping(listed, "slo.models", keys, set()) if listed is not None else {}
+    for model, spec in names.items():
+        path = f"slo.models.{model}"
+        if str(model) not in models:
+            r.error(path, f"no endpoint serves model {model!r}")
+        objective = r.mapping(spec, path, {"ttft_p99_ms"}, {"ttft_p99_ms"})
+        if "ttft_p99_ms" in objective:
+            per_model[str(model)] = r.number(
+                objective["ttft_p99_ms"], f"{path}.ttft_p99_ms", 0, MAX_TTFT_MS, low_open=True
+            )
+    return ServiceObjective(default, per_model)
 
 
 DEFAULT_PROFILES = {
@@ -448,9 +481,8 @@ def _residency(r: _Reader, value: Any, regions: set[str]) -> tuple[ResidencyRule
         doc = r.mapping(item, path, RULE_KEYS, {"name", "clients", "regions"})
         name = _check_name(r, doc.get("name"), f"{path}.name") if "name" in doc else ""
         _unique(r, names, name, f"{path}.name", "residency rule")
-        clients = r.mapping(
-            doc.get("clients", {}), f"{path}.clients", {"countries", "continents"}, set()
-        )
+        clients = r.mapping(doc.get("clients", {}), f"{path}.clients", CLIENT_KEYS, set())
+        sets = _country_sets(r, clients.get("sets"), f"{path}.clients.sets")
         countries = frozenset(
             str(r.string(c, f"{path}.clients.countries[{k}]", 2)).upper()
             for k, c in enumerate(r.seq(clients.get("countries"), f"{path}.clients.countries"))
@@ -468,8 +500,8 @@ def _residency(r: _Reader, value: Any, regions: set[str]) -> tuple[ResidencyRule
                     f"{path}.clients.continents",
                     f"{c!r} is not a continent code ({', '.join(sorted(CONTINENTS))})",
                 )
-        if "clients" in doc and not countries and not continents:
-            r.error(f"{path}.clients", "a residency rule must name client countries or continents")
+        if "clients" in doc and not countries and not continents and not sets:
+            r.error(f"{path}.clients", NO_CLIENTS)
         allowed: list[str] = []
         for k, reg in enumerate(r.seq(doc.get("regions"), f"{path}.regions")):
             text = r.string(reg, f"{path}.regions[{k}]", 63)
@@ -488,9 +520,22 @@ def _residency(r: _Reader, value: Any, regions: set[str]) -> tuple[ResidencyRule
                 continents=continents,
                 regions=tuple(allowed),
                 mode=ResidencyMode(mode),
+                sets=sets,
             )
         )
     return tuple(out)
+
+
+def _country_sets(r: _Reader, value: Any, path: str) -> frozenset[str]:
+    """Read a rule's country set names; an unknown one is an error naming its index."""
+    names: set[str] = set()
+    for k, item in enumerate(r.seq(value, path)):
+        name = r.string(item, f"{path}[{k}]", 32)
+        if name and name not in COUNTRY_SETS:
+            r.error(f"{path}[{k}]", f"unknown country set {name!r} (known: {', '.join(SET_NAMES)})")
+        elif name:
+            names.add(name)
+    return frozenset(names)
 
 
 def _failover(r: _Reader, value: Any) -> FailoverPolicy:

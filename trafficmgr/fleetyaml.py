@@ -1,7 +1,9 @@
 """Parse fleet YAML safely, remembering the line of every path (no Django).
 
-Aliases and anchors are refused, which also defuses YAML bombs; size and list lengths
-are bounded.
+Aliases and anchors are refused, which also defuses YAML bombs; size, list lengths, nesting
+depth (PyYAML composes recursively) and the digits of a number (Python refuses to convert
+thousands) are bounded; control characters are refused by PyYAML's reader. Every refusal is a
+``FleetError`` naming the path (``fleet`` for the document) and, where known, the line.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import yaml
 
 MAX_BYTES = 1_000_000
 MAX_ITEMS = 5_000
+# A fleet file nests five levels (regions[0].endpoints[0].models[0]); the rest is headroom.
+MAX_DEPTH = 32
+# The longest number literal: coordinates and rates fit in 30 characters.
+MAX_NUMBER_CHARS = 64
+_NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,9 @@ class FleetError(ValueError):
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors and aliases."""
+    """SafeLoader that refuses anchors, aliases and nesting deeper than ``MAX_DEPTH``."""
+
+    depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event: Any = self.peek_event()  # type: ignore[no-untyped-call]
@@ -50,7 +59,33 @@ class _NoAliasLoader(yaml.SafeLoader):
             raise yaml.MarkedYAMLError("aliases are not allowed in a fleet file", None, None, mark)
         if getattr(event, "anchor", None):
             raise yaml.MarkedYAMLError("anchors are not allowed in a fleet file", None, None, mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_DEPTH:
+            line = mark.line + 1 if mark is not None else None
+            raise FleetError(
+                [FleetIssue("fleet", f"nested too deeply (more than {MAX_DEPTH} levels)", line)]
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _construct(node: yaml.Node, path: str, loader: Any) -> Any:
+    """Build a scalar (or a key) from its node; refuse number literals too long to convert."""
+    line = node.start_mark.line + 1
+    if (
+        isinstance(node, yaml.ScalarNode)
+        and node.tag in _NUMBER_TAGS
+        and len(node.value) > MAX_NUMBER_CHARS
+    ):
+        message = f"a number of {len(node.value)} digits (at most {MAX_NUMBER_CHARS})"
+        raise FleetError([FleetIssue(path or "fleet", message, line)])
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, OverflowError) as exc:
+        message = f"unreadable value: {exc}"[:200]
+        raise FleetError([FleetIssue(path or "fleet", message, line)]) from None
 
 
 def _node_to_python(node: yaml.Node, path: str, lines: dict[str, int], loader: Any) -> Any:
@@ -58,13 +93,13 @@ def _node_to_python(node: yaml.Node, path: str, lines: dict[str, int], loader: A
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = _construct(key_node, path, loader)
             if not isinstance(key, str):
                 raise FleetError(
                     [
                         FleetIssue(
                             path or "fleet",
-                            f"key {key!r} is not a string",
+                            f"key {repr(key)[:60]} is not a string",
                             key_node.start_mark.line + 1,
                         )
                     ]
@@ -80,7 +115,7 @@ def _node_to_python(node: yaml.Node, path: str, lines: dict[str, int], loader: A
                 [FleetIssue(path, f"more than {MAX_ITEMS} items", node.start_mark.line + 1)]
             )
         return [_node_to_python(v, f"{path}[{i}]", lines, loader) for i, v in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    return _construct(node, path, loader)
 
 
 def join_path(path: str, key: str) -> str:
@@ -98,7 +133,10 @@ def parse_yaml(data: str | bytes) -> tuple[Any, dict[str, int]]:
             raise FleetError([FleetIssue("fleet", f"not UTF-8 text (byte {exc.start})")]) from exc
     if len(data) > MAX_BYTES:
         raise FleetError([FleetIssue("fleet", f"file is larger than {MAX_BYTES} bytes")])
-    loader = _NoAliasLoader(data)
+    try:
+        loader = _NoAliasLoader(data)  # its reader checks every character first
+    except yaml.reader.ReaderError as exc:
+        raise FleetError([_unprintable(data, exc)]) from None
     lines: dict[str, int] = {}
     try:
         node = loader.get_single_node()
@@ -114,3 +152,12 @@ def parse_yaml(data: str | bytes) -> tuple[Any, dict[str, int]]:
         raise FleetError([FleetIssue("fleet", f"YAML syntax error: {exc}")]) from exc
     finally:
         loader.dispose()
+
+
+def _unprintable(data: str, exc: yaml.reader.ReaderError) -> FleetIssue:
+    """Name a character YAML does not allow (controls but tab and newlines), with its line."""
+    position = exc.position if isinstance(exc.position, int) else 0
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+    kind = "control character" if code < 0x20 or 0x7F <= code <= 0x9F else "character"
+    line = data.count("\n", 0, position) + 1
+    return FleetIssue("fleet", f"{kind} U+{code:04X} is not allowed in a fleet file", line)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+import secrets
+import sys
 from pathlib import Path
-
-from django.core.exceptions import ImproperlyConfigured
 
 from trafficmgr.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
@@ -15,8 +15,25 @@ VAR_DIR = Path(env_str("TRAFFICMGR_VAR_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DEBUG", False)
 
 
+HELP_ARGS = frozenset({"help", "--help", "-h", "version", "--version"})
+MANAGE_PROGRAMS = frozenset({"manage.py", "django-admin", "__main__.py"})
+
+
+def _only_help(argv: list[str]) -> bool:
+    """Tell whether this process is ``manage.py`` printing help or its version: it signs
+    nothing, so it needs no secret key (a newcomer's first command must not fail)."""
+    if not argv or Path(argv[0]).name not in MANAGE_PROGRAMS:
+        return False
+    args = argv[1:]
+    return not args or args[0] in HELP_ARGS or "--help" in args or "-h" in args
+
+
 def _secret_key() -> str:
-    """SECRET_KEY from the environment, else from the key file ``make demo`` writes."""
+    """SECRET_KEY from the environment, else from the key file ``make demo`` writes.
+
+    Without either, a real run stops with one line saying what to do (an exception here
+    would print Django's 40-line traceback instead); ``--help`` gets a throwaway key.
+    """
     key = env_str("SECRET_KEY")
     if key:
         return key
@@ -25,9 +42,12 @@ def _secret_key() -> str:
         return key_file.read_text().strip()
     if DEBUG:
         return "insecure-debug-only-key-" + "x" * 40
-    raise ImproperlyConfigured(
-        f"SECRET_KEY is not set and {key_file} does not exist; set SECRET_KEY "
-        "(or run `make demo`, which writes a key file for the embedded mode)"
+    if _only_help(sys.argv):
+        return secrets.token_urlsafe(50)
+    raise SystemExit(
+        f"trafficmgr: SECRET_KEY is not set and {key_file} does not exist: run `make demo` "
+        "(it writes that file) or export SECRET_KEY=$(python3 -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))')"
     )
 
 
@@ -52,6 +72,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: a store outage or an unexpected error is never Django's HTML 500.
+    "regions.middleware.ErrorFormatMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "regions.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

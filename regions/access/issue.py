@@ -8,7 +8,7 @@ from regions.access.tokens import hash_secret, new_secret
 from regions.errors import DomainError
 from regions.models import AgentToken, ApiToken, Region, Role
 
-TOKEN_ROLES = ("viewer", "operator", "admin", "agent")
+TOKEN_ROLES = ("viewer", "operator", "admin", "agent", "client")
 
 
 class TokenError(DomainError):
@@ -19,9 +19,14 @@ class TokenError(DomainError):
 
 
 def create_token(
-    name: str, role: str, region: str | Region | None = None, created_by: str = ""
+    name: str,
+    role: str,
+    region: str | Region | None = None,
+    created_by: str = "",
+    tenant: str = "",
 ) -> tuple[ApiToken | AgentToken, str]:
-    """Create an API token (viewer/operator/admin) or an agent token bound to a region.
+    """Create an API token (viewer/operator/admin), a client token (inference requests through
+    the gateway, optionally of a tenant) or an agent token bound to a region.
 
     Returns the stored token and its secret; only the secret's hash is kept.
     """
@@ -35,6 +40,12 @@ def create_token(
             f"role {role!r} is not one of {', '.join(TOKEN_ROLES)}",
             fields={"role": [f"one of {', '.join(TOKEN_ROLES)}"]},
         )
+    if tenant and role != "client":
+        raise TokenError(
+            "only client tokens belong to a tenant", fields={"tenant": ["only for role client"]}
+        )
+    if len(tenant) > 63:
+        raise TokenError("tenant: at most 63 characters", fields={"tenant": ["at most 63"]})
     if role != "agent" and region is not None:
         raise TokenError(
             "only agent tokens are bound to a region", fields={"region": ["only for role agent"]}
@@ -48,6 +59,7 @@ def create_token(
         prefix=secret[:12],
         key_hash=hash_secret(secret),
         created_by=created_by[:150],
+        tenant=tenant,
     )
     return token, secret
 

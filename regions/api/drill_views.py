@@ -4,6 +4,11 @@
 201 ``{"id", "status": "pending", ...}`` and runs the drill in the background; bad input is
 a 400 naming the field; a drill the guardrails refuse is stored as ``refused`` and answered
 409 with its ``id`` and ``reason``; ``force`` (body or ``?force=1``) is for admins only.
+
+``POST /api/v1/drills/?dry_run=1`` with the same body starts nothing and stores nothing: it
+answers 200 with what the guardrails say now (``allowed``, ``refusals`` each with whether an
+admin may force it, the figures behind them: demand, capacity left during the fault, strict
+residency zones), so that an operator sees the preview before starting the drill.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,10 +25,12 @@ from rest_framework.views import APIView
 from regions.access.permissions import has_role
 from regions.api.filters import Filter, QueryFilter
 from regions.api.loop_views import flag
-from regions.drills import service, tasks
+from regions.api.parsers import JSONParser
+from regions.drills import guardrails, service, tasks
 from regions.errors import DomainError
+from regions.fleet import snapshot
 from regions.models import Drill, DrillStatus, Role
-from regions.validation import Invalid, parse_json
+from regions.validation import Invalid, check_bounds, parse_json
 
 BODY_KEYS = ("kind", "target", "duration_s", "params", "force")
 MAX_BODY_BYTES = 16 * 1024
@@ -67,6 +74,7 @@ def read_body(request: Request) -> dict[str, Any]:
         raise DomainError("drill body too large", code="too_large", status_code=413)
     try:
         doc = parse_json(request.body)
+        check_bounds(doc)  # stored as given (params): no control characters, bounded
     except Invalid as exc:
         raise service.invalid(exc.field, exc.message) from None
     if not isinstance(doc, dict):
@@ -82,6 +90,32 @@ def read_body(request: Request) -> dict[str, Any]:
     return doc
 
 
+def preview(doc: dict[str, Any], force: bool, may_force: bool) -> dict[str, Any]:
+    """What the guardrails say of a drill now, without starting or storing it."""
+    view = snapshot.load()
+    spec = service.resolve(
+        view.fleet, doc["kind"], doc["target"], doc["duration_s"], doc.get("params")
+    )
+    if force and not may_force:
+        raise DomainError(
+            "only an admin may force a drill", code="permission_denied", status_code=403
+        )
+    check = guardrails.preflight(spec, view)
+    blocking = [r for r in check.refusals if not (force and r.forceable)]
+    return {
+        "dry_run": True,
+        "kind": spec.kind,
+        "target": spec.target,
+        "duration_s": spec.duration_s,
+        "resolved": spec.resolved(),
+        "allowed": not blocking,
+        "forced": force and any(r.forceable for r in check.refusals),
+        "forceable": bool(check.refusals) and all(r.forceable for r in check.refusals),
+        "refusals": [{"reason": r.reason, "forceable": r.forceable} for r in check.refusals],
+        "guardrails": check.figures,
+    }
+
+
 class DrillListView(generics.ListAPIView):
     """Drills, newest first (filter by ``target``, ``kind``, ``status``); POST starts one."""
 
@@ -95,10 +129,24 @@ class DrillListView(generics.ListAPIView):
     }
     read_role = Role.VIEWER
     write_role = Role.OPERATOR
+    parser_classes = [JSONParser]  # read_body reads the body as JSON whatever its type says
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: DrillSerializer})
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={201: DrillSerializer, 200: OpenApiTypes.OBJECT},
+        parameters=[
+            OpenApiParameter(
+                "dry_run",
+                OpenApiTypes.BOOL,
+                description="start nothing: answer 200 with what the guardrails say now",
+            )
+        ],
+    )
     def post(self, request: Request) -> Response:
         doc = read_body(request)
+        if flag(request, "dry_run"):
+            force = bool(doc.get("force")) or flag(request, "force")
+            return Response(preview(doc, force, has_role(request.user, Role.ADMIN)))
         drill = service.create_drill(
             doc["kind"],
             doc["target"],
@@ -123,6 +171,7 @@ class DrillAbortView(APIView):
     """Abort a pending or running drill: its fault is rolled back at once."""
 
     write_role = Role.OPERATOR
+    parser_classes = [JSONParser]
 
     @extend_schema(request=None, responses={200: DrillSerializer})
     def post(self, request: Request, pk: int) -> Response:

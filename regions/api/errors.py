@@ -1,21 +1,54 @@
-"""One error format for the whole API: ``{"error", "detail", "fields"}``."""
+"""One error format for the whole API: ``{"error", "detail", "fields"}``.
+
+A store outage (``regions.api.outage``) is a 503 ``unavailable`` with ``Retry-After`` here, in
+the ASGI front of the hot paths (``loop_front``) and for any other Django view
+(``regions.middleware.ErrorFormatMiddleware``).
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig
+from django.core.exceptions import SuspiciousOperation as DjangoSuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.db.models import ProtectedError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.views.defaults import page_not_found
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
+from regions.api.outage import (
+    OUTAGE_RETRY_AFTER_S,
+    STORE_ERRORS,
+    is_outage,
+    note_outage,
+    outage_body,
+    outage_headers,
+    store_of,
+)
 from regions.errors import DomainError
 from trafficmgr.fleetfile import FleetError
+
+__all__ = [
+    "BAD_BODY_ERRORS",
+    "OUTAGE_RETRY_AFTER_S",
+    "STORE_ERRORS",
+    "bad_body_status",
+    "error_body",
+    "exception_handler",
+    "is_outage",
+    "not_found",
+    "note_outage",
+    "outage_body",
+    "outage_headers",
+    "store_of",
+]
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -49,8 +82,30 @@ def error_body(
     return {"error": code, "detail": detail, "fields": fields or {}}
 
 
+# Bodies Django itself refuses while reading them (multipart, too many fields, ...).
+BAD_BODY_ERRORS = (MultiPartParserError, BadRequest, DjangoSuspiciousOperation)
+
+
+def bad_body_status(exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """The status and error body for a body Django refused to read (logged as Django would:
+    a suspicious operation to ``django.security.<its class>``)."""
+    if isinstance(exc, DjangoSuspiciousOperation):
+        logging.getLogger(f"django.security.{type(exc).__name__}").error(str(exc)[:300])
+    if isinstance(exc, RequestDataTooBig):
+        return 413, error_body("too_large", str(exc) or "request body too large")
+    return 400, error_body("bad_request", f"unreadable request body: {str(exc)[:200]}")
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Map every error to the one format, with the right status."""
+    if is_outage(exc):
+        request = context.get("request")
+        note_outage(exc, getattr(request, "path", ""))
+        set_rollback()
+        return Response(outage_body(exc), status=503, headers=outage_headers())
+    if isinstance(exc, BAD_BODY_ERRORS):
+        status, body = bad_body_status(exc)
+        return Response(body, status=status)
     if isinstance(exc, DomainError):
         body = error_body(exc.code, exc.detail, exc.fields) | exc.extra
         return Response(body, status=exc.status_code)

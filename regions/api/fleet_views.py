@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, parsers, renderers, serializers
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from regions.access.permissions import has_role
+from regions.api.parsers import JSONParser
 from regions.api.schema import ERROR
 from regions.fleet.plan import TYPES, apply_plan, plan_fleet
 from regions.fleet.services import fleet_snapshot
@@ -129,7 +133,7 @@ class FleetApplyView(APIView):
     """Plan a fleet file against the stored fleet; apply it unless ``dry_run``."""
 
     write_role = Role.OPERATOR  # operators may dry-run; applying is checked for admin below
-    parser_classes = [YamlParser, XYamlParser, TextYamlParser, PlainTextParser, parsers.JSONParser]
+    parser_classes = [YamlParser, XYamlParser, TextYamlParser, PlainTextParser, JSONParser]
 
     @extend_schema(
         operation_id="fleet_apply",
@@ -183,23 +187,122 @@ class FleetApplyView(APIView):
         return Response(plan.as_dict() | {"applied": not dry_run and not plan.empty})
 
 
+_NUMBER = {"type": "number"}
+_NAMED = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+# The fleet file (docs/architecture.md §5) as ``export_fleet`` writes it: the keys every
+# export has; others (optional sections, added settings) may follow.
+FLEET_DOCUMENT: dict[str, Any] = {
+    "type": "object",
+    "description": "A fleet file: what `manage.py export_fleet` writes and `apply_fleet` reads.",
+    "required": ["zone", "ttl", "gpu_profiles", "regions", "residency", "failover"],
+    "properties": {
+        "zone": {"type": "string"},
+        "ttl": {"type": "integer", "minimum": 0},
+        "gpu_profiles": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["prefill_tokens_per_s", "decode_tokens_per_s", "max_concurrency"],
+                "properties": {
+                    "prefill_tokens_per_s": _NUMBER,
+                    "decode_tokens_per_s": _NUMBER,
+                    "max_concurrency": {"type": "integer"},
+                },
+            },
+        },
+        "regions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "country", "location", "addresses", "endpoints"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "country": {"type": "string"},
+                    "location": {
+                        "type": "object",
+                        "required": ["lat", "lon"],
+                        "properties": {"lat": _NUMBER, "lon": _NUMBER},
+                    },
+                    "addresses": {"type": "array", "items": {"type": "string"}},
+                    "priority": {"type": "integer"},
+                    "weight": _NUMBER,
+                    "state": {"type": "string"},
+                    "endpoints": {"type": "array", "items": _NAMED},
+                },
+            },
+        },
+        "residency": {"type": "array", "items": _NAMED},
+        "failover": {"type": "object"},
+        "clients": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"country": {"type": "string"}, "share": _NUMBER},
+            },
+        },
+    },
+}
+EXPORT_FORMATS = ("yaml", "json")
+
+
+class ExportNegotiation(DefaultContentNegotiation):
+    """``?format=`` names one of ``EXPORT_FORMATS``; anything else is a 400 naming it (DRF's
+    default answers a 404, which says the resource is missing)."""
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> Any:
+        name = self.settings.URL_FORMAT_OVERRIDE
+        if name and name in request.query_params and not request.query_params[name]:
+            self.filter_renderers(renderers, "")  # present but empty: refused like any other
+        return super().select_renderer(request, renderers, format_suffix)
+
+    def filter_renderers(
+        self, renderers: Iterable[BaseRenderer], format: str
+    ) -> list[BaseRenderer]:
+        found = [r for r in renderers if r.format == format]
+        if not found:
+            raise exceptions.ValidationError(
+                {"format": [f"{format[:40]!r} is not one of {', '.join(EXPORT_FORMATS)}"]}
+            )
+        return found
+
+
 class FleetExportView(APIView):
-    """The stored fleet as a fleet file (YAML), or as JSON with ``?format=json``."""
+    """The stored fleet as a fleet file (YAML), or as JSON with ``?format=json``.
+
+    Errors are JSON in the one error format, whichever format was asked for.
+    """
 
     renderer_classes = [YamlRenderer, renderers.JSONRenderer]
+    content_negotiation_class = ExportNegotiation
 
     @extend_schema(
         operation_id="fleet_export",
         summary="Export the stored fleet as a fleet file",
         description="YAML by default (the same text as `manage.py export_fleet`); "
         "`?format=json` (or `Accept: application/json`) returns the same document as JSON. "
-        "Applying the export is a no-op.",
-        parameters=[OpenApiParameter("format", OpenApiTypes.STR, enum=["yaml", "json"])],
+        "Applying the export is a no-op. Errors are JSON, whatever the format asked for.",
+        parameters=[
+            OpenApiParameter(
+                "format",
+                OpenApiTypes.STR,
+                enum=list(EXPORT_FORMATS),
+                description="yaml (the default) or json; any other value is a 400",
+            )
+        ],
         responses={
-            (200, "text/yaml"): OpenApiTypes.STR,
-            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "text/yaml"): FLEET_DOCUMENT,
+            (200, "application/json"): FLEET_DOCUMENT,
+            400: OpenApiResponse(ERROR, description="`format` is neither yaml nor json."),
         },
         tags=["fleet"],
     )
     def get(self, request: Request) -> Response:
         return Response(fleet_to_dict(fleet_snapshot()))
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = renderers.JSONRenderer()
+        self.request.accepted_media_type = "application/json"
+        return response

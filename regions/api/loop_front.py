@@ -25,7 +25,10 @@ does not hold up the decisions behind it), and hands everything else to Django:
 - the per-process rate limit is ``LoopRateThrottle``'s, errors are rendered by the API's
   exception handler, and replies carry DRF's and the security middleware's headers (``Vary``,
   ``Allow``, ``X-Frame-Options``, ``nosniff``, ``Referrer-Policy``, COOP, HSTS over HTTPS).
-  An unexpected error is logged to ``django.request`` and answered 500 in the error format.
+  A store that cannot be reached (Redis, the database; ``outage.is_outage``), even while
+  the token is being checked, is a 503 ``unavailable`` with ``Retry-After``; an unexpected
+  error is logged to ``django.request`` and answered 500 in the error format. Both hold for
+  what Django fails to answer at all (an error escaping it before its reply starts).
 
 The DRF views (``loop_views``) keep the OpenAPI description. ``TRAFFICMGR_LOOP_FRONT=0`` in
 the environment turns the front off.
@@ -55,7 +58,14 @@ from rest_framework.renderers import JSONRenderer
 from regions import conf, hotstate
 from regions.access import auth
 from regions.api import loop_views
-from regions.api.errors import error_body, exception_handler
+from regions.api.errors import (
+    error_body,
+    exception_handler,
+    is_outage,
+    note_outage,
+    outage_body,
+    outage_headers,
+)
 from regions.decisions import completions
 from regions.errors import DomainError
 from regions.fleet import snapshot
@@ -104,14 +114,17 @@ class LoopFront:
         kind = self._route_of(scope)
         admitted = None if kind is None else self._admissible(scope)
         if kind is None or admitted is None:
-            return await self.app(scope, receive, send)
+            return await self._pass_on(scope, receive, send)
         secret, secure = admitted
         messages, body = await _read_body(receive)
         if body is None:  # too large, or the client left: Django answers (or notices)
-            return await self.app(scope, _replay(messages, receive), send)
-        user = auth.cached_token(secret) or await self._in_db(auth.resolve_token, secret)
+            return await self._pass_on(scope, _replay(messages, receive), send)
+        try:
+            user = auth.cached_token(secret) or await self._in_db(auth.resolve_token, secret)
+        except Exception as exc:  # an outage: the token can be neither let in nor refused
+            return await self._send(send, _failed(exc, scope), secure)
         if user is None or user.is_agent != (kind == HEARTBEAT):
-            return await self.app(scope, _replay(messages, receive), send)
+            return await self._pass_on(scope, _replay(messages, receive), send)
         auth.act_as(user, str((scope.get("client") or ("",))[0])[:100])
         try:
             reply = await self._answer(user, kind, body)
@@ -120,10 +133,27 @@ class LoopFront:
             assert response is not None
             headers = {k: v for k, v in response.items() if k == "Retry-After"}
             reply = Reply(response.status_code, response.data, headers)
-        except Exception:
-            log.exception("Internal Server Error: %s", scope["path"])
-            reply = Reply(500, error_body("server_error", "internal error, see the log"), {})
+        except Exception as exc:
+            reply = _failed(exc, scope)
         await self._send(send, reply, secure)
+
+    async def _pass_on(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Hand the request to Django; an error escaping it before any reply is answered here
+        in the error format (a JSON 503 for a store outage), not as the server's plain 500."""
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started or scope["type"] != "http":
+                raise
+            reply = _failed(exc, scope)
+            await self._send(send, reply, scope.get("scheme") == "https", allow=None)
 
     def close(self) -> None:
         """Store pending history, close the database thread's connections and end it."""
@@ -249,12 +279,14 @@ class LoopFront:
 
     # --- replies ------------------------------------------------------------------------------
 
-    async def _send(self, send: Send, reply: Reply, secure: bool) -> None:
+    async def _send(
+        self, send: Send, reply: Reply, secure: bool, allow: bytes | None = b"POST, OPTIONS"
+    ) -> None:
         body = self._renderer.render(reply.body)
         headers = [
             (b"content-type", b"application/json"),
             (b"vary", b"Accept, Cookie"),
-            (b"allow", b"POST, OPTIONS"),
+            *([(b"allow", allow)] if allow else []),
             *((k.lower().encode(), v.encode()) for k, v in reply.headers.items()),
             (b"content-length", str(len(body)).encode()),
             *http_settings().security[secure],
@@ -296,6 +328,17 @@ class PutBatch:
         for (_, future), result in zip(items, results, strict=True):
             if not future.done():
                 future.set_result(result)
+
+
+def _failed(exc: BaseException, scope: Scope) -> Reply:
+    """The reply to an error: 503 with Retry-After when a store the answer needs cannot be
+    reached, else 500 in the error format (logged with its traceback; call in ``except``)."""
+    path = str(scope.get("path", ""))
+    if is_outage(exc):
+        note_outage(exc, path)
+        return Reply(503, outage_body(exc), outage_headers())
+    log.exception("Internal Server Error: %s", path)
+    return Reply(500, error_body("server_error", "internal error, see the log"), {})
 
 
 def _with_connection(fn: Callable[..., T], *args: Any) -> T:

@@ -12,8 +12,14 @@ import time
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import generics, serializers
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import exceptions, generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -23,6 +29,8 @@ from rest_framework.views import APIView
 from regions import hotstate, metrics
 from regions.access.permissions import has_role
 from regions.api.errors import error_body
+from regions.api.parsers import JSONParser
+from regions.api.schema import ERROR
 from regions.decisions import completions
 from regions.decisions import route as decisions
 from regions.errors import bad_input
@@ -33,6 +41,7 @@ from regions.validation import Field, number, obj, parse_json, validate
 from trafficmgr.routing.table_json import table_to_json
 
 TRUE = {"1", "true", "yes", "on"}
+FALSE = {"", "0", "false", "no", "off"}
 WEIGHT_BODY = obj({"weight": Field(number(0, 1000))})
 
 
@@ -93,12 +102,28 @@ def route_reply(
 
 
 def flag(request: Request, name: str) -> bool:
-    return str(request.query_params.get(name, "")).lower() in TRUE
+    """A boolean query parameter (``1``/``0``, ``true``/``false``, ...); anything else is a 400
+    naming it: a mistyped ``dry_run`` must not apply the change."""
+    raw = str(request.query_params.get(name, "")).strip().lower()
+    if raw in TRUE:
+        return True
+    if raw in FALSE:
+        return False
+    raise exceptions.ValidationError({name: [f"{raw[:40]!r} is not a boolean (use 1 or 0)"]})
+
+
+ACTION_FLAGS = [
+    OpenApiParameter("dry_run", OpenApiTypes.BOOL, description="only answer the plan"),
+    OpenApiParameter(
+        "force", OpenApiTypes.BOOL, description="apply even if the safety valve refuses (admin)"
+    ),
+]
 
 
 class HeartbeatView(APIView):
     """Take one heartbeat from an agent (agent tokens only, for their own endpoints)."""
 
+    parser_classes = [JSONParser]  # the body is read as JSON whatever its type says
     agent_allowed = True
     agent_only = True
     throttle_classes = [LoopRateThrottle]
@@ -126,7 +151,12 @@ class DrillPollView(APIView):
     agent_only = True
     throttle_classes = [LoopRateThrottle]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(OpenApiTypes.OBJECT, description='`{"drill": ... or null}`'),
+            400: OpenApiResponse(ERROR, description="No endpoint of that name."),
+        }
+    )
     def get(self, request: Request, name: str) -> Response:
         ref = ingest.bound_endpoint(request.auth, name)  # type: ignore[arg-type]
         return Response({"drill": hotstate.get().pop_drill(ref.endpoint.name)})
@@ -176,6 +206,7 @@ class RoutingVersionView(generics.RetrieveAPIView):
 class RouteView(APIView):
     """The L7 decision: region and endpoint for one request (any API token)."""
 
+    parser_classes = [JSONParser]
     write_role = Role.VIEWER
     throttle_classes = [LoopRateThrottle]
 
@@ -206,6 +237,7 @@ class CompletionsView(APIView):
     naming ``completions[i].field``) and nothing is stored; else 202 ``{"accepted": N}``.
     """
 
+    parser_classes = [JSONParser]
     write_role = Role.VIEWER
     throttle_classes = [LoopRateThrottle]
 
@@ -233,14 +265,22 @@ class CompletionsView(APIView):
 
 
 class ActionView(APIView):
-    """Operator actions with ``?dry_run=1`` (the plan) and ``?force=1`` (admin, past the valve)."""
+    """Operator actions with ``?dry_run=1`` (the plan) and ``?force=1`` (admin, past the valve).
 
+    Drain, undrain, pause and resume take no body; a weight takes ``{"weight": 0..1000}``
+    (``WeightView``).
+    """
+
+    parser_classes = [JSONParser]
     write_role = Role.OPERATOR
     kind = "region"
     verb = "drain"
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=None, parameters=ACTION_FLAGS, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, name: str) -> Response:
+        return self.perform(request, name)
+
+    def perform(self, request: Request, name: str) -> Response:
         change = actions.Change(self.verb, self.kind, name, self.weight(request))
         body = actions.perform(
             change,
@@ -256,3 +296,20 @@ class ActionView(APIView):
         with bad_input():
             doc = validate(WEIGHT_BODY, parse_json(request.body))
         return float(doc["weight"])
+
+
+class WeightView(ActionView):
+    """Set a region's weight (``{"weight": 0..1000}``), with the plan first like every action."""
+
+    verb = "weight"
+
+    @extend_schema(
+        request=inline_serializer(
+            "RegionWeight",
+            {"weight": serializers.FloatField(min_value=0, max_value=1000)},
+        ),
+        parameters=ACTION_FLAGS,
+        responses=OpenApiTypes.OBJECT,
+    )
+    def post(self, request: Request, name: str) -> Response:
+        return self.perform(request, name)

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
 # Databases refuse OFFSETs beyond their integer range.
 MAX_OFFSET = 2**31 - 1
+# The longest number either parameter is read from (18 digits).
+MAX_WHOLE = 10**18 - 1
 
 
 class Pagination(LimitOffsetPagination):
@@ -25,6 +29,19 @@ class Pagination(LimitOffsetPagination):
     def get_offset(self, request: Request) -> int:
         return _whole_number(request, self.offset_query_param, minimum=0, maximum=MAX_OFFSET) or 0
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """Say what the server takes: a limit of at least 1 (above ``max_limit`` lowered to
+        it, not refused), an offset from 0 to ``MAX_OFFSET``."""
+        limit, offset = super().get_schema_operation_parameters(view)
+        limit["schema"] = {"type": "integer", "minimum": 1, "maximum": MAX_WHOLE}
+        limit["description"] = (
+            f"rows per page, at least 1 (default {self.default_limit}; "
+            f"above {self.max_limit} taken as {self.max_limit})"
+        )
+        offset["schema"] = {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}
+        offset["description"] = "rows to skip before the page"
+        return [limit, offset]
+
 
 def _whole_number(
     request: Request, name: str, *, minimum: int, maximum: int | None = None
@@ -35,7 +52,7 @@ def _whole_number(
     if len(values) > 1:
         raise ValidationError({name: ["give it once"]})
     raw = values[0].strip()
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(MAX_WHOLE)):
         raise ValidationError({name: [f"{raw[:40]!r} is not a whole number >= {minimum}"]})
     value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):

@@ -8,7 +8,9 @@ from typing import IO, Any
 
 from django.conf import settings
 from rest_framework import parsers
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, ValidationError
+
+from regions.validation import MAX_DEPTH, Invalid, check_bounds
 
 
 def _refuse_constant(name: str) -> Any:
@@ -25,10 +27,12 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class JSONParser(parsers.JSONParser):
-    """Refuse NaN/Infinity, duplicate keys, undecodable bytes and absurd nesting with a 400.
+    """Refuse NaN/Infinity, duplicate keys, undecodable bytes and what ``check_bounds``
+    refuses (nesting deeper than ``MAX_DEPTH``, integers a float field cannot take, ``1e999``,
+    control characters) with a 400 in the error format, naming the field where there is one.
 
-    DRF's parser lets a deeply nested body raise RecursionError (a 500) and silently
-    keeps the last of duplicate keys.
+    DRF's parser lets a deeply nested body raise RecursionError (a 500), silently keeps the
+    last of duplicate keys, and hands on integers whose conversion to float overflows (a 500).
     """
 
     def parse(
@@ -43,10 +47,16 @@ class JSONParser(parsers.JSONParser):
         except UnicodeDecodeError as exc:
             raise ParseError(f"JSON parse error - body is not {encoding}: {exc}") from exc
         try:
-            return json.loads(
+            value = json.loads(
                 text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys
             )
         except RecursionError as exc:
-            raise ParseError("JSON parse error - nested too deeply") from exc
+            deep = f"nested too deeply (more than {MAX_DEPTH} levels)"
+            raise ParseError(f"JSON parse error - {deep}") from exc
         except ValueError as exc:
-            raise ParseError(f"JSON parse error - {exc}") from exc
+            raise ParseError(f"JSON parse error - {str(exc)[:200]}") from exc
+        try:
+            check_bounds(value)
+        except Invalid as exc:
+            raise ValidationError({exc.field: [exc.message]}) from None
+        return value

@@ -15,7 +15,7 @@ ERROR = inline_serializer(
         "error": serializers.CharField(
             help_text="machine-readable code: invalid, parse_error, not_authenticated, "
             "authentication_failed, permission_denied, not_found, method_not_allowed, "
-            "conflict, too_large, throttled, ..."
+            "conflict, too_large, throttled, unavailable, ..."
         ),
         "detail": serializers.CharField(help_text="what went wrong, for a human"),
         "fields": serializers.DictField(
@@ -34,15 +34,19 @@ _DESCRIPTIONS = {
     "413": "The body is larger than 1 MB.",
     "415": "The body is not JSON.",
     "429": "Rate limit of the token exceeded.",
+    "503": "`unavailable`: a store (Redis or the database) cannot be reached; retry after "
+    "`Retry-After` seconds. A decision is also refused so when no allowed capacity exists.",
+}
+_RETRY_AFTER = {
+    "Retry-After": {
+        "schema": {"type": "integer"},
+        "description": "seconds to wait before retrying",
+    }
 }
 _HEADERS = {
     "401": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},
-    "429": {
-        "Retry-After": {
-            "schema": {"type": "integer"},
-            "description": "seconds to wait before retrying",
-        }
-    },
+    "429": _RETRY_AFTER,
+    "503": _RETRY_AFTER,
 }
 
 
@@ -82,7 +86,7 @@ class AutoSchema(SpectacularAutoSchema):
         return responses
 
     def _error_codes(self) -> list[str]:
-        codes = ["429"]
+        codes = ["429", "503"]
         public = all(
             p is permissions.AllowAny for p in getattr(self.view, "permission_classes", [])
         )

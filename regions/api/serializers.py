@@ -45,6 +45,7 @@ from regions.models import (
     Region,
     ResidencyRule,
 )
+from trafficmgr.routing.countrysets import SET_NAMES
 
 
 class RejectUnknownFields:
@@ -216,6 +217,12 @@ class ResidencyRuleSerializer(StrictModelSerializer):
     continents = code_list(
         MAX_CONTINENTS, required=False, help_text="client continents: AF AN AS EU NA OC SA"
     )
+    sets = string_list(
+        len(SET_NAMES),
+        item_max_length=32,
+        required=False,
+        help_text=f"client country sets: {' '.join(SET_NAMES)}",
+    )
     regions = RegionNamesField(help_text="names of the regions these clients may use")
 
     class Meta:
@@ -225,6 +232,7 @@ class ResidencyRuleSerializer(StrictModelSerializer):
             "name",
             "countries",
             "continents",
+            "sets",
             "regions",
             "mode",
             "created_at",

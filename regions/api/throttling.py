@@ -1,3 +1,5 @@
+"""The API's rate limit per token, counted in the shared cache."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,11 +8,28 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from regions.api.outage import is_outage, note_outage
+
 
 class TokenRateThrottle(SimpleRateThrottle):
-    """Rate limit per token (or per user / client address without one)."""
+    """Rate limit per token (or per user / client address without one).
+
+    The counts live in the cache (Redis when configured). When it cannot be reached the
+    limit is not enforced (fail open, as Envoy's rate limit filter does by default): a cache
+    outage must not turn into an outage of the configuration API, which needs only the
+    database.
+    """
 
     scope = "token"
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        try:
+            return super().allow_request(request, view)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            note_outage(exc, request.path)
+            return True
 
     def get_rate(self) -> str | None:
         # Read at request time (DRF reads it at import), so a settings override applies.

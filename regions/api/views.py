@@ -14,7 +14,12 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -23,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from regions.access.issue import TOKEN_ROLES, create_token
+from regions.access.permissions import has_role
 from regions.api.filters import (
     BoundedSearchFilter,
     Filter,
@@ -31,6 +37,7 @@ from regions.api.filters import (
     refuse_unknown_params,
 )
 from regions.api.parsers import JSONParser
+from regions.api.schema import ERROR
 from regions.api.serializers import (
     AuditLogSerializer,
     EndpointSerializer,
@@ -44,6 +51,7 @@ from regions.api.serializers import (
     TokenSerializer,
 )
 from regions.audit.trail import current_actor
+from regions.errors import DomainError
 from regions.models import (
     AdminState,
     AgentToken,
@@ -178,10 +186,15 @@ class EventViewSet(HistoryViewSet):
 
 
 class AuditLogViewSet(HistoryViewSet):
-    """The audit log: who changed what, when, from where; append-only, newest first."""
+    """The audit log: who changed what, when, from where; append-only, newest first.
+
+    Rows about tokens are for admins only, like the tokens themselves: other readers never
+    see them, in lists, counts or by id.
+    """
 
     queryset = AuditLog.objects.all()
     serializer_class = AuditLogSerializer
+
     query_filters = {
         "actor": Filter("actor"),
         "action": Filter("action"),
@@ -191,7 +204,15 @@ class AuditLogViewSet(HistoryViewSet):
         "until": UNTIL,
     }
 
+    def get_queryset(self) -> QuerySet[AuditLog]:
+        rows: QuerySet[AuditLog] = super().get_queryset()
+        if has_role(self.request.user, Role.ADMIN):
+            return rows
+        return rows.exclude(object_type__in=TOKEN_AUDIT_TYPES)
 
+
+# What audit rows about tokens name as their object type (the models' names).
+TOKEN_AUDIT_TYPES = (ApiToken.__name__, AgentToken.__name__)
 TOKEN_ID_RE = re.compile(r"(api|agent)-([0-9]{1,18})")
 TOKEN_ID = OpenApiParameter(
     "token_id",
@@ -199,6 +220,14 @@ TOKEN_ID = OpenApiParameter(
     OpenApiParameter.PATH,
     pattern=r"^(api|agent)-[0-9]+$",
     description="`api-<n>` or `agent-<n>`, as listed",
+)
+REVOKE_REFUSALS = (
+    "Refused with 409 `token_in_use` for the token the request itself uses, and with 409 "
+    "`last_admin_token` for the last active admin token: either would lock the caller, or "
+    "every automation, out of the API. Revoking a revoked token changes nothing."
+)
+REVOKE_REFUSED = OpenApiResponse(
+    ERROR, description="`token_in_use` or `last_admin_token`; nothing was revoked."
 )
 TOKEN_FILTERS = {
     "role": Filter.of_choices("role", TOKEN_ROLES),
@@ -222,14 +251,16 @@ TOKEN_FILTERS = {
     ),
     destroy=extend_schema(
         summary="Revoke a token (the row is kept, revoked_at set)",
+        description=REVOKE_REFUSALS,
         parameters=[TOKEN_ID],
-        responses={204: None},
+        responses={204: None, 409: REVOKE_REFUSED},
     ),
     revoke=extend_schema(
         summary="Revoke a token and return it",
+        description=REVOKE_REFUSALS,
         parameters=[TOKEN_ID],
         request=None,
-        responses=TokenSerializer,
+        responses={200: TokenSerializer, 409: REVOKE_REFUSED},
     ),
 )
 class TokenViewSet(viewsets.GenericViewSet):
@@ -267,12 +298,12 @@ class TokenViewSet(viewsets.GenericViewSet):
         return Response(body, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, token_id: str) -> Response:
-        _revoke(self.get_object())
+        _revoke(self.get_object(), request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, token_id: str) -> Response:
-        return Response(TokenSerializer(_revoke(self.get_object())).data)
+        return Response(TokenSerializer(_revoke(self.get_object(), request.auth)).data)
 
     def get_object(self) -> ApiToken | AgentToken:
         match = TOKEN_ID_RE.fullmatch(self.kwargs["token_id"])
@@ -290,9 +321,34 @@ def _token_attr(token: ApiToken | AgentToken, name: str) -> str:
     return "true" if token.active else "false"
 
 
-def _revoke(token: Any) -> Any:
-    """Set revoked_at once; a second revoke keeps the first instant."""
-    if token.revoked_at is None:
+def _revoke(token: ApiToken | AgentToken, in_use: Any) -> ApiToken | AgentToken:
+    """Set revoked_at once (a second revoke keeps the first instant), unless ``token`` is the
+    one the request uses (``in_use``) or the last active admin token: 409 naming which."""
+    if token.revoked_at is not None:
+        return token
+    if type(in_use) is type(token) and in_use.pk == token.pk:
+        raise DomainError(
+            "a token cannot revoke itself: this request is authenticated with it "
+            "(revoke it with another admin token)",
+            code="token_in_use",
+        )
+    with transaction.atomic():
+        if isinstance(token, ApiToken) and token.role == Role.ADMIN:
+            # Every active admin token locked, in one order: of two revokes racing for the
+            # last two, the second sees the first's and refuses.
+            active = ApiToken.objects.select_for_update().filter(
+                role=Role.ADMIN, revoked_at__isnull=True
+            )
+            admins = list(active.order_by("pk").values_list("pk", flat=True))
+            if token.pk not in admins:  # revoked meanwhile: keep that instant
+                token.refresh_from_db()
+                return token
+            if admins == [token.pk]:
+                raise DomainError(
+                    f"{token.name!r} is the last active admin token: create another admin "
+                    "token before revoking it",
+                    code="last_admin_token",
+                )
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
     return token

@@ -23,6 +23,7 @@ from django.utils import timezone
 from regions import hotstate
 from regions.conf import tick_seconds
 from regions.drills import guardrails as drill_guardrails
+from regions.drills import progress as drill_progress
 from regions.drills import report as drill_report
 from regions.drills import service
 from regions.drills.measure import (
@@ -153,6 +154,7 @@ class DrillRun:
             self.obs.guardrails = check.figures
         service.record_event(self.drill, f"started for {self.spec.duration_s:g} s")
         self.start_probes()
+        self.publish()
         self.watch_for(self.setup.baseline_s)
         table = self.store.table()
         status = table.regions.get(self.spec.region) if table is not None else None
@@ -233,6 +235,7 @@ class DrillRun:
         service.cancel(self.drill.pk, self.spec.endpoints, self.spec.duration_s + 60.0)
         self.obs.restore_at = time.time()
         self.say("restored: drill instructions cancelled")
+        self.publish()
 
     def await_recovery(self) -> None:
         deadline = time.time() + self.obs.recovery_wait_s
@@ -342,10 +345,21 @@ class DrillRun:
         if self.detect():
             after = (self.obs.detected_at or 0.0) - self.obs.injected_at
             self.say(f"+{after:.1f}s detected: {self.obs.detected_by}")
+        self.publish()
         row = Drill.objects.filter(pk=self.drill.pk).values_list("status", "reason").first()
         if row is not None and row[0] == DrillStatus.ABORTED:
             return row[1] or "aborted"
         return None
+
+    def publish(self) -> None:
+        """Tell the dashboards how far the drill got (``drill_progress``); never fails it."""
+        answers = list(self.probes.dns_answers) if self.probes is not None else []
+        try:
+            drill_progress.publish(
+                drill_progress.document(self.drill.pk, self.obs, answers, time.time())
+            )
+        except Exception:  # the cache away: the drill goes on, the page waits for the report
+            log.exception("drill %s: could not publish its progress", self.drill.pk)
 
     def detect(self) -> bool:
         """Look for the first Event that shows the fault was seen; True when found now."""

@@ -21,7 +21,8 @@ from regions.fleet.changes import Change
 from regions.fleet.services import DEFAULT_POLICY, fleet_snapshot
 from regions.fleet.writer import write_changes
 from regions.models import Event, EventKind, FailoverPolicy, FleetSettings
-from trafficmgr.fleetfile import FleetError, FleetIssue, failover_to_dict
+from trafficmgr.fleetdump import slo_doc
+from trafficmgr.fleetfile import NO_CLIENTS, FleetError, FleetIssue, failover_to_dict
 from trafficmgr.routing import types as t
 
 MAX_ENDPOINT_DELETE_FRACTION = 0.30
@@ -171,6 +172,7 @@ def fleet_state(fleet: t.Fleet) -> State:
                 "zone": fleet.zone,
                 "ttl": fleet.ttl,
                 "clients": [{"country": c.country, "share": c.share} for c in fleet.clients],
+                "slo": slo_doc(fleet.slo),
             }
         },
         "gpu_profile": {
@@ -207,8 +209,9 @@ def fleet_state(fleet: t.Fleet) -> State:
         },
         "residency_rule": {
             r.name: {
-                "countries": sorted(r.countries),
+                "countries": sorted(r.listed_countries()),
                 "continents": sorted(r.continents),
+                "sets": sorted(r.sets),
                 "regions": sorted(r.regions),
                 "mode": r.mode.value,
             }
@@ -247,12 +250,7 @@ def check_consistent(fleet: t.Fleet) -> None:
                 )
     for i, rule in enumerate(fleet.residency):
         if not rule.countries and not rule.continents:
-            issues.append(
-                FleetIssue(
-                    f"residency[{i}].clients",
-                    "a residency rule must name client countries or continents",
-                )
-            )
+            issues.append(FleetIssue(f"residency[{i}].clients", NO_CLIENTS))
         if not rule.regions:
             issues.append(
                 FleetIssue(

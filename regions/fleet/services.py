@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Prefetch
 
 from regions.models import (
@@ -40,6 +42,18 @@ def fleet_snapshot() -> t.Fleet:
         residency=tuple(_rule(r) for r in rules),
         failover=_policy(policy) if policy is not None else t.FailoverPolicy(),
         clients=tuple(t.ClientShare(str(c["country"]), float(c["share"])) for c in clients),
+        slo=_slo(settings.slo if settings is not None else {}),
+    )
+
+
+def _slo(doc: Any) -> t.ServiceObjective:
+    """Read the stored objective (the fleet file's ``slo``; {} is the default)."""
+    if not isinstance(doc, dict) or not doc:
+        return t.ServiceObjective()
+    models = doc.get("models") or {}
+    return t.ServiceObjective(
+        float(doc.get("ttft_p99_ms", t.DEFAULT_TTFT_P99_MS)),
+        {str(m): float(spec["ttft_p99_ms"]) for m, spec in models.items()},
     )
 
 
@@ -86,6 +100,7 @@ def _rule(r: ResidencyRule) -> t.ResidencyRule:
         continents=frozenset(r.continents),
         regions=tuple(reg.name for reg in r.regions.all()),
         mode=t.ResidencyMode(r.mode),
+        sets=frozenset(r.sets),
     )
 
 

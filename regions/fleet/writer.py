@@ -21,6 +21,7 @@ from regions.models import (
     Region,
     ResidencyRule,
 )
+from trafficmgr.fleetdump import slo_doc
 from trafficmgr.fleetfile import FleetError, FleetIssue
 from trafficmgr.routing import types as t
 
@@ -79,6 +80,7 @@ def _save_settings(fleet: t.Fleet) -> None:
     obj = FleetSettings.objects.filter(pk=1).first() or FleetSettings(pk=1)
     obj.zone, obj.ttl = fleet.zone, fleet.ttl
     obj.clients = [{"country": c.country, "share": c.share} for c in fleet.clients]
+    obj.slo = slo_doc(fleet.slo)
     _store(obj, "fleet")
 
 
@@ -110,7 +112,8 @@ def _save_endpoint(
 
 def _save_rule(r: t.ResidencyRule) -> None:
     obj = ResidencyRule.objects.filter(name=r.name).first() or ResidencyRule(name=r.name)
-    obj.countries, obj.continents = sorted(r.countries), sorted(r.continents)
+    obj.countries, obj.continents = sorted(r.listed_countries()), sorted(r.continents)
+    obj.sets = sorted(r.sets)
     obj.mode = r.mode.value
     _store(obj, f"residency rule {r.name}")
     obj.regions.set(Region.objects.filter(name__in=r.regions))

@@ -11,9 +11,10 @@ class Role(models.TextChoices):
     VIEWER = "viewer"
     OPERATOR = "operator"
     ADMIN = "admin"
+    CLIENT = "client"  # sends inference requests through the gateway; no API access
 
 
-ROLE_RANK = {Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}
+ROLE_RANK = {Role.CLIENT: 0, Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}
 
 
 class TokenBase(models.Model):
@@ -41,6 +42,8 @@ class TokenBase(models.Model):
 
 class ApiToken(TokenBase):
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    # For client tokens: the tenant its requests count against (empty: none).
+    tenant = models.CharField(max_length=63, blank=True, default="")
 
 
 class AgentToken(TokenBase):

@@ -10,6 +10,7 @@ from django.db import models
 
 from trafficmgr.fleetfile import FAILOVER_RANGES, parse_address
 from trafficmgr.routing.countries import CONTINENTS, continent_of
+from trafficmgr.routing.countrysets import COUNTRY_SETS, SET_NAMES
 
 NAME_VALIDATOR_MSG = "may only hold letters, digits, '-', '_' and '.'"
 
@@ -31,11 +32,13 @@ class AdminState(models.TextChoices):
 
 
 class FleetSettings(models.Model):
-    """Fleet-wide values of the fleet file: the DNS zone, answer TTL and client mix."""
+    """Fleet-wide values of the fleet file: the DNS zone, answer TTL, client mix and objective."""
 
     zone = models.CharField(max_length=253, default="infer.example.test")
     ttl = models.PositiveIntegerField(default=10)
     clients = models.JSONField(default=list, blank=True)
+    # The fleet file's ``slo`` as it writes it ({} = the engine's default objective).
+    slo = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -175,11 +178,16 @@ class ResidencyMode(models.TextChoices):
 
 
 class ResidencyRule(models.Model):
-    """Clients of these countries/continents may only be served by ``regions``."""
+    """Clients of these countries, country sets or continents may only be served by ``regions``.
+
+    ``sets`` names country sets of the engine (``trafficmgr.routing.countrysets``: ``EEA``,
+    ``ASEAN``, ...); the rule covers the union of its countries, its sets' and its continents'.
+    """
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_name])
     countries = models.JSONField(default=list, blank=True)
     continents = models.JSONField(default=list, blank=True)
+    sets = models.JSONField(default=list, blank=True)
     regions = models.ManyToManyField(Region, related_name="residency_rules")
     mode = models.CharField(
         max_length=16, choices=ResidencyMode.choices, default=ResidencyMode.STRICT
@@ -209,8 +217,15 @@ class ResidencyRule(models.Model):
             errors["continents"] = "a list of continent codes"
         elif bad := [c for c in continents if c not in CONTINENTS]:
             errors["continents"] = f"not continent codes ({', '.join(sorted(CONTINENTS))}): {bad!r}"
-        if not errors and not countries and not continents:
-            errors["countries"] = "a residency rule must name client countries or continents"
+        sets = self.sets if isinstance(self.sets, list) else None
+        if sets is None:
+            errors["sets"] = f"a list of country set names ({', '.join(SET_NAMES)})"
+        elif bad := [s for s in sets if not isinstance(s, str) or s not in COUNTRY_SETS]:
+            errors["sets"] = f"unknown country sets (known: {', '.join(SET_NAMES)}): {bad!r}"
+        if not errors and not countries and not continents and not sets:
+            errors["countries"] = (
+                "a residency rule must name client countries, country sets or continents"
+            )
         if errors:
             raise ValidationError(errors)
 

@@ -75,6 +75,7 @@ UNITS: dict[str, int] = {
     "regions.apps": ENTRY,
     "regions.caches": ENTRY,
     "regions.checks": ENTRY,
+    "regions.demotraffic": ENTRY,
     "regions.embedded": ENTRY,
     "regions.health": ENTRY,
     "regions.management": ENTRY,

@@ -6,6 +6,8 @@ users run in that environment; then the server starts on a free 127.0.0.1 port: 
 demo --http ... --no-agents`` when the demo command offers it (set
 ``TRAFFICMGR_DASHBOARD_SERVER=asgi`` to skip it), else daphne serving ``ticking_asgi``.
 REDIS_URL and DATABASE_URL of the caller are ignored: the server is self-contained.
+``launch(agents=True)`` keeps the demo's own simulated agents, which obey drill instructions
+(the drills' browser tests need a fault that really happens).
 
 ``launch_deployed`` starts the deployed topology instead (docker-compose.yml's services as
 local processes, tests/e2e/cluster.py) on the same fleet and users.
@@ -93,7 +95,9 @@ def demo_supports_loop() -> bool:
     if not demo.exists():
         return False
     text = demo.read_text()
-    return "--no-agents" in text and ("EmbeddedTicker" in text or "controlloop" in text)
+    return "--no-agents" in text and any(
+        name in text for name in ("EmbeddedSystem", "EmbeddedTicker", "controlloop")
+    )
 
 
 @dataclass
@@ -105,6 +109,7 @@ class LiveServer:
     log: Path = field(init=False)
     mode: str = ""
     agent_tokens: dict[str, str] = field(default_factory=dict)
+    agents: bool = False  # the demo's simulated agents (else tests feed heartbeats)
 
     def __post_init__(self) -> None:
         self.log = self.tmp / "server.log"
@@ -142,7 +147,7 @@ class LiveServer:
 
     def start(self, timeout: float = 40.0) -> None:
         port = int(self.url.rsplit(":", 1)[1])
-        if demo_supports_loop():
+        if self.agents or demo_supports_loop():
             self.mode = "demo"
             cmd = [
                 sys.executable,
@@ -152,7 +157,7 @@ class LiveServer:
                 f"127.0.0.1:{port}",
                 "--dns",
                 f"127.0.0.1:{free_port()}",
-                "--no-agents",
+                *([] if self.agents else ["--no-agents"]),
                 "--fleet",
                 str(FLEET),
             ]
@@ -197,8 +202,9 @@ class LiveServer:
         self.proc = None
 
 
-def launch() -> LiveServer:
-    """Prepare a fresh database and start a server on it (the caller stops it)."""
+def launch(agents: bool = False) -> LiveServer:
+    """Prepare a fresh database and start a server on it (the caller stops it); ``agents``:
+    the demo runs its simulated agents."""
     tmp = Path(tempfile.mkdtemp(prefix="trafficmgr-dashboard-"))
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL"}}
     env.update(
@@ -213,7 +219,7 @@ def launch() -> LiveServer:
             "LOG_LEVEL": "WARNING",
         }
     )
-    server = LiveServer(url=f"http://127.0.0.1:{free_port()}", tmp=tmp, env=env)
+    server = LiveServer(url=f"http://127.0.0.1:{free_port()}", tmp=tmp, env=env, agents=agents)
     try:
         server.prepare()
         server.start()

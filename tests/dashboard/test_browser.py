@@ -76,7 +76,7 @@ def sign_in(
     page.fill("input[name=username]", user)
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_selector("body[data-ready=true]", timeout=15_000)
+    page.wait_for_selector("body[data-ready=true]", timeout=30_000)  # a loaded machine is slow
     return page
 
 
@@ -143,7 +143,7 @@ def test_an_operator_drains_a_region_and_the_weights_move_without_reload(
     row.locator("[data-action=drain]").click()
     dialog = page.locator("#action-dialog")
     dialog.locator(".plan >> text=of all client traffic moves").wait_for()
-    assert "DE / llama-3-70b" in dialog.inner_text()  # the plan names what moves
+    assert re.search(r"\b[A-Z]{2} / llama-3-70b", dialog.inner_text())  # names what moves
     shoot(page, "drain-plan")
     dialog.locator("#action-confirm").click()
     page.wait_for_selector("#toast:not([hidden])")
@@ -168,7 +168,7 @@ def test_an_operator_drains_a_region_and_the_weights_move_without_reload(
     error = dialog.locator("#action-error")
     error.wait_for(state="visible")
     assert "Refused by the control plane" in error.inner_text()
-    assert "EU" in error.inner_text()
+    assert "rule gdpr" in error.inner_text()
     shoot(page, "refused")
     dialog.locator("#action-cancel").click()
 
@@ -245,4 +245,105 @@ def test_it_reconnects_by_itself_and_flags_stale_data(
     page.wait_for_function("document.querySelector('#conn').textContent === 'live'", timeout=15_000)
     page.wait_for_selector("#stale", state="hidden", timeout=10_000)
     assert len(sockets) >= 2  # it opened a new socket by itself
+    assert page_errors == []
+
+
+REGION_CELLS = """[...document.querySelectorAll('#regions-table tbody td')].map((td) => {
+  const box = td.getBoundingClientRect();
+  return [td.dataset.label, box.left, box.right,
+          getComputedStyle(td, '::before').content.replace(/^"|"$/g, '')];
+})"""
+
+
+def test_phone_tables_fit_and_reasons_open_with_a_tap(
+    browser: Any, server: LiveServer, page_errors: list[str]
+) -> None:
+    page = sign_in(browser, server, VIEWER, page_errors, viewport=PHONE)
+    wait_healthy(page, "eu-west")
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+    # Every cell of the regions table is on screen, under its column's name.
+    cells = page.evaluate(REGION_CELLS)
+    assert len(cells) >= 5 * 12
+    for label, left, right, shown in cells:
+        assert left >= 0 and right <= PHONE["width"] + 1, (label, left, right)
+        assert shown == label
+    # A region's reason is in its row, not in a hover title.
+    reason = page.locator("#regions-table tr[data-region='eu-west'] .sub.reason")
+    assert reason.is_visible() and "healthy" in reason.inner_text()
+    # A weight's reason opens with a tap, and stays open when the next table arrives.
+    entry = page.locator("#routing-table .entry").first
+    key = entry.locator(".entry-toggle").get_attribute("data-reason-key")
+    assert entry.locator(".reason").is_hidden()
+    entry.locator(".entry-toggle").click()
+    opened = page.locator(f"#routing-table [data-reason-key='{key}'] + .reason")
+    assert opened.is_visible() and opened.inner_text().strip()
+    version = page.locator("#table-version").inner_text()
+    page.wait_for_function(
+        f"document.querySelector('#table-version').textContent !== {version!r}", timeout=20_000
+    )
+    assert opened.is_visible()
+    boxes = page.evaluate(
+        "[...document.querySelectorAll('#routing-table td')].map((td) => "
+        "td.getBoundingClientRect().right)"
+    )
+    assert boxes and max(boxes) <= PHONE["width"] + 1
+    assert page.locator("#routing-table [title]").count() == 0  # no reason left in a hover
+    # An endpoint's health reason shows in the region card without hovering.
+    page.locator("#regions-table tr[data-region='eu-west'] [data-select]").click()
+    why = page.locator("#region-card .endpoints .why").first
+    assert why.is_visible() and why.inner_text().strip()
+    assert page.locator("#region-card .endpoints [title]").count() == 0
+    shoot(page, "phone-tables", full=True)
+    assert page_errors == []
+
+
+PLAN_AND_TABLE = """[...document.querySelectorAll('#action-plan tr[data-zone]')].map((tr) => {
+  const cell = document.querySelector(
+    `#routing-table td[data-zone="${tr.dataset.zone}"][data-model="${tr.dataset.model}"]`);
+  const live = cell ? [...cell.querySelectorAll('.entry-toggle')]
+    .map((b) => b.textContent.trim()).join(', ') : 'none';
+  return [tr.dataset.zone, tr.dataset.model, tr.querySelector('.before').textContent, live];
+})"""
+
+
+def test_routing_follows_live_after_a_change_and_plans_start_from_it(
+    browser: Any, server: LiveServer, page_errors: list[str]
+) -> None:
+    page = sign_in(browser, server, OPERATOR, page_errors)
+    wait_healthy(page, "us-west")
+    dialog = page.locator("#action-dialog")
+    drain = "#regions-table tr[data-region='us-west'] [data-action=drain]"
+
+    # A drain plan's "before" is the live table shown under the dialog, list by list.
+    page.locator(drain).click()
+    dialog.locator(".plan >> text=of all client traffic moves").wait_for()
+    rows = page.evaluate(PLAN_AND_TABLE)  # read together: one table for both
+    assert rows
+    for zone, model, before, live in rows:
+        assert before == live, (zone, model, before, live)
+    dialog.locator("#action-cancel").click()
+
+    # A recorded version is plainly not live; a change brings the live table back.
+    page.locator("#history [data-version]").first.click()
+    bar = page.locator("#routing-viewing .history-bar")
+    bar.wait_for()
+    assert "Not live" in bar.inner_text()
+    page.locator(drain).click()
+    dialog.locator(".plan >> text=of all client traffic moves").wait_for()
+    dialog.locator("#action-confirm").click()
+    page.wait_for_selector("#routing-viewing .notice >> text=Back to the live table")
+    assert bar.count() == 0
+    assert "live · version" in page.locator("#routing-viewing").inner_text()
+
+    # "Stay on this version" keeps a recorded version open through changes.
+    page.locator("#history [data-version]").first.click()
+    bar.wait_for()
+    bar.locator("[data-stay]").check()
+    page.locator("#regions-table tr[data-region='us-west'] [data-action=undrain]").click()
+    dialog.locator(".plan >> text=of all client traffic moves").wait_for()
+    dialog.locator("#action-confirm").click()
+    page.wait_for_selector("#toast >> text=Applied")
+    assert bar.is_visible()
+    bar.locator("[data-live]").click()
+    page.wait_for_selector("#routing-viewing .history-bar", state="detached")
     assert page_errors == []

@@ -96,11 +96,17 @@ def test_several_regions_per_answer_when_configured(
 
 
 def test_txt_explains_region_reason_and_table_version(server: DnsServer) -> None:
-    text = txt(ask(server, query(NAME, "TXT", ecs=(GB, 32))))
+    text = txt(ask(server, query(NAME, "TXT", ecs=(SE, 32))))
     version = server.store.snapshot.version
     assert f"table={version}" in text and "source=static" in text
-    assert "client=GB/EU" in text and "region=eu-west" in text
+    assert "client=SE/EU" in text and "region=eu-" in text
     assert "reason=" in text and "gdpr" in text  # the residency rule is part of the reason
+
+
+def test_a_european_client_outside_the_eea_is_not_bound_by_gdpr(server: DnsServer) -> None:
+    text = txt(ask(server, query(NAME, "TXT", ecs=(GB, 32))))
+    assert "client=GB/EU" in text and "region=eu-" in text  # the nearest regions, by choice
+    assert "gdpr" not in text
 
 
 def test_api_name_answers_for_any_model(server: DnsServer) -> None:

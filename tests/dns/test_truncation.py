@@ -15,10 +15,21 @@ from trafficmgr.routing.types import Fleet
 
 
 def fleet_with_many_addresses(fleet: Fleet, count: int) -> Fleet:
-    """eu-west with ``count`` IPv6 ingress addresses (28 octets each in an answer)."""
-    many = tuple(f"2001:db8:10::{i:x}" for i in range(1, count + 1))
+    """The EU regions with ``count`` IPv6 ingress addresses each (28 octets each in an answer).
+
+    Both: the GB client is answered by either, by the weights of its prefix.
+    """
+    prefixes = {"eu-west": "2001:db8:10", "eu-central": "2001:db8:20"}
     regions = tuple(
-        replace(r, addresses=("192.0.2.10", *many)) if r.name == "eu-west" else r
+        replace(
+            r,
+            addresses=(
+                r.addresses[0],
+                *(f"{prefixes[r.name]}::{i:x}" for i in range(1, count + 1)),
+            ),
+        )
+        if r.name in prefixes
+        else r
         for r in fleet.regions
     )
     return replace(fleet, regions=regions)

@@ -1,9 +1,10 @@
 """The DNS tests' world: the demo fleet, MaxMind's test databases, queries and tables.
 
-The named world: GB (81.2.69.142) and SE (89.160.20.128) are EU clients under the strict
-``gdpr`` rule (eu-west, eu-central only), US (216.160.83.56) is near us-east, CN
-(175.16.199.1) and JP (2001:218::1) are in Asia near ap-southeast; 127.0.0.1 is nowhere
-(the default zone).
+The named world: SE (89.160.20.128) is an EEA client under the strict ``gdpr`` rule (eu-west,
+eu-central only); GB (81.2.69.142) is in Europe but outside the EEA, so no rule binds it and
+the nearest regions (eu-west, eu-central) answer it by choice; US (216.160.83.56) is near
+us-east, CN (175.16.199.1) and JP (2001:218::1) are in Asia near ap-southeast; 127.0.0.1 is
+nowhere (the default zone).
 """
 
 from __future__ import annotations

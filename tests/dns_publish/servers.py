@@ -30,9 +30,13 @@ from trafficmgr.dns.publishers import TsigKey
 
 ZONE = "infer.example.test."
 PDNS_SCHEMA = Path("/usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql")
+# The Debian packages that carry each binary a test needs: the skip message names them (a
+# guess from the binary's name, "apt-get install named-checkconf", names no package at all).
 PACKAGES = {
     "named": "bind9 bind9-utils",
+    "named-checkconf": "bind9-utils",
     "knotd": "knot knot-dnsutils",
+    "knotc": "knot",
     "pdns_server": "pdns-server pdns-backend-sqlite3",
 }
 START_TIMEOUT_S = 10.0

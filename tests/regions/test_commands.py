@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from io import StringIO
@@ -184,7 +185,15 @@ def free_port() -> int:
 class Demo:
     """``manage.py demo`` in a subprocess, its output collected line by line."""
 
-    def __init__(self, var_dir: Path, port: int, dns_port: int, *, agents: bool = False) -> None:
+    def __init__(
+        self,
+        var_dir: Path,
+        port: int,
+        dns_port: int,
+        *,
+        agents: bool = False,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         env = os.environ | {
             "TRAFFICMGR_VAR_DIR": str(var_dir),
             "TRAFFICMGR_GEOIP_DB": str(ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb"),
@@ -203,6 +212,7 @@ class Demo:
                 "--dns",
                 f"127.0.0.1:{dns_port}",
                 *([] if agents else ["--no-agents"]),
+                *extra,
             ],
             cwd=ROOT,
             env=env,
@@ -306,3 +316,225 @@ def test_demo_runs_loop_dns_and_agents_together(tmp_path: Path) -> None:
         code = demo.interrupt()
     assert code == 0, "".join(demo.lines)
     assert "Traceback" not in "".join(demo.lines)
+
+
+def credentials_of(demo: Demo) -> tuple[str, str]:
+    token = demo.wait_for("API token").split()[2]
+    password = demo.wait_for("password:").split("password:")[1].strip()
+    return token, password
+
+
+def api_status(base: str, token: str) -> int:
+    request = urllib.request.Request(
+        f"{base}/api/v1/regions/", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def run_demo(tmp_path: Path, *extra: str) -> tuple[str, str, int]:
+    """Start the demo, wait for its banner, check its token, stop it; return its credentials
+    and what a call with its token answered while it ran."""
+    port, dns_port = free_port(), free_port()
+    demo = Demo(tmp_path, port, dns_port, extra=extra)
+    try:
+        demo.wait_for("trafficmgr demo is running")
+        token, password = credentials_of(demo)
+        status = api_status(f"http://127.0.0.1:{port}", token)
+    finally:
+        assert demo.interrupt() == 0, "".join(demo.lines)
+    return token, password, status
+
+
+def test_demo_keeps_its_credentials_until_asked_to_rotate_them(tmp_path: Path) -> None:
+    first_token, first_password, status = run_demo(tmp_path)
+    assert status == 200
+    kept = json.loads((tmp_path / "demo-credentials.json").read_text())
+    assert kept == {"username": "operator", "password": first_password, "token": first_token}
+    assert (tmp_path / "demo-credentials.json").stat().st_mode & 0o077 == 0
+
+    again_token, again_password, status = run_demo(tmp_path)
+    assert (again_token, again_password) == (first_token, first_password)
+    assert status == 200  # the token of the first run still works
+
+    new_token, new_password, status = run_demo(tmp_path, "--rotate-credentials")
+    assert new_token != first_token and new_password != first_password and status == 200
+    port, dns_port = free_port(), free_port()
+    demo = Demo(tmp_path, port, dns_port)
+    try:
+        demo.wait_for("trafficmgr demo is running")
+        assert credentials_of(demo)[0] == new_token
+        assert api_status(f"http://127.0.0.1:{port}", first_token) == 401  # revoked
+    finally:
+        assert demo.interrupt() == 0
+
+
+def test_demo_logs_to_a_file_writes_its_url_and_drill_finds_it(tmp_path: Path) -> None:
+    """The banner stays on screen (the per-second log goes to var/demo.log), and ``manage.py
+    drill`` reaches a demo on a port other than 8000 through var/demo.json."""
+    port, dns_port = free_port(), free_port()
+    demo = Demo(tmp_path, port, dns_port, agents=True)
+    try:
+        demo.wait_for("trafficmgr demo is running")
+        demo.wait_for(f"log        {tmp_path / 'demo.log'}")
+        run_file = json.loads((tmp_path / "demo.json").read_text())
+        assert run_file["url"] == f"http://127.0.0.1:{port}"
+        assert run_file["dns"] == f"127.0.0.1:{dns_port}"
+        shown = len(demo.lines)
+        time.sleep(4)  # a few ticks: tables, heartbeats, DNS swaps, each a log line
+        assert demo.lines[shown:] == [], demo.lines[shown:]
+        logged = (tmp_path / "demo.log").read_text()
+        assert "serving routing table" in logged
+
+        env = {k: v for k, v in demo_env(tmp_path).items() if k != "TRAFFICMGR_SERVER"}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "manage.py",
+                "drill",
+                *("--kind", "latency", "--target", "nowhere"),
+                *("--duration", "5"),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert f"through http://127.0.0.1:{port} (from {tmp_path / 'demo.json'})" in done.stdout
+        assert "target" in done.stderr and "nowhere" in done.stderr  # the demo's 400
+    finally:
+        assert demo.interrupt() == 0, "".join(demo.lines)
+    assert not (tmp_path / "demo.json").exists()
+    assert "Traceback" not in "".join(demo.lines)
+
+
+def demo_env(var_dir: Path) -> dict[str, str]:
+    env = os.environ | {"TRAFFICMGR_VAR_DIR": str(var_dir), "SECRET_KEY": "test"}
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    return env
+
+
+def test_server_url_prefers_the_environment_then_the_running_demo(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from regions.management import demofiles
+
+    settings.VAR_DIR = tmp_path
+    monkeypatch.delenv("TRAFFICMGR_SERVER", raising=False)
+    assert demofiles.server_url() == ("http://127.0.0.1:8000", "the default")
+    demofiles.write_run_file("http://127.0.0.1:9123", "127.0.0.1:9124")
+    assert demofiles.server_url() == ("http://127.0.0.1:9123", str(tmp_path / "demo.json"))
+    monkeypatch.setenv("TRAFFICMGR_SERVER", "http://cp.example.test:8443/")
+    assert demofiles.server_url() == ("http://cp.example.test:8443", "$TRAFFICMGR_SERVER")
+    monkeypatch.delenv("TRAFFICMGR_SERVER")
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    doc = json.loads((tmp_path / "demo.json").read_text()) | {"pid": int(gone.stdout)}
+    (tmp_path / "demo.json").write_text(json.dumps(doc))  # a demo that died without cleaning up
+    assert demofiles.server_url() == ("http://127.0.0.1:8000", "the default")
+
+
+def without_secret_key(tmp_path: Path) -> dict[str, str]:
+    drop = {"SECRET_KEY", "TRAFFICMGR_SECRET_KEY_FILE", "DEBUG", "DATABASE_URL", "REDIS_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["TRAFFICMGR_VAR_DIR"] = str(tmp_path / "var")
+    return env
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["demo", "--help"], "--rotate-credentials"),
+        (["drill", "-h"], "--server URL"),
+        (["help"], "Available subcommands"),
+    ],
+)
+def test_help_needs_no_secret_key(tmp_path: Path, args: list[str], shown: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=without_secret_key(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert shown in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_run_without_a_secret_key_says_what_to_do_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate"],
+        cwd=ROOT,
+        env=without_secret_key(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "SECRET_KEY is not set" in lines[0] and "make demo" in lines[0]
+    assert str(tmp_path / "var" / "secret_key") in lines[0]
+
+
+COMPOSE = ROOT / "docker-compose.yml"
+
+
+def test_compose_builds_one_image_and_restarts_what_stops() -> None:
+    import yaml
+
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    assert [name for name, s in services.items() if "build" in s] == ["migrate"]
+    image = services["migrate"]["image"]
+    app = {name for name, s in services.items() if s.get("image") == image}
+    assert app == {"migrate", "web", "worker", "beat", "dns", "agents"}
+    for name in app - {"migrate"}:
+        assert services[name]["pull_policy"] == "never", name  # built here, never pulled
+    for name, service in services.items():
+        expected = "on-failure:3" if name == "migrate" else "unless-stopped"
+        assert service.get("restart") == expected, name
+
+
+def test_the_env_file_with_the_secret_key_is_ignored_by_git() -> None:
+    done = subprocess.run(
+        ["git", "check-ignore", "--quiet", "--no-index", ".env"], cwd=ROOT, check=False
+    )
+    assert done.returncode == 0
+
+
+def test_compose_documents_a_dashboard_login_that_works(
+    world: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.test import Client
+
+    line = next(x for x in COMPOSE.read_text().splitlines() if "manage.py createsuperuser" in x)
+    assert line.lstrip("# ").startswith("docker compose exec web python manage.py")
+    command = line.split("manage.py", 1)[1].split()
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "a-long-compose-password")
+    call_command(*command, "--noinput", "--username", "ops", "--email", "ops@example.test")
+    settings.SECURE_SSL_REDIRECT = False
+    client = Client()
+    assert client.login(username="ops", password="a-long-compose-password")
+    page = client.get("/")
+    assert page.status_code == 200 and b'id="drills-panel"' in page.content
+
+
+def test_the_docs_say_the_dns_server_follows_apply_fleet_without_a_restart() -> None:
+    compose = " ".join(COMPOSE.read_text().split())
+    k8s = " ".join((ROOT / "deploy" / "k8s" / "README.md").read_text().split())
+    assert "restart it after an apply_fleet" not in compose
+    assert "--fleet-poll" in compose and "without a restart" in compose
+    assert "rollout restart deployment/dns" not in k8s
+    assert "no restart is needed" in k8s

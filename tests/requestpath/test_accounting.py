@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.gateway.world import US_IP
+from tests.gateway.world import US_IP, world_fleet
 from tests.requestpath.conftest import ask, plan
-from trafficmgr.requestpath import Outcome, Usage
+from trafficmgr.requestpath import Outcome, RequestPath, StaticSource, Usage
+from trafficmgr.routing.types import ClientLocation
 
 
 def test_a_request_counts_prefill_then_decode_then_nothing(make_core: Callable) -> None:
@@ -84,3 +85,15 @@ def test_own_reports_coming_back_from_the_stream_are_not_learned_twice(
     other = type(mine)("use-1", "m1", 10, 40, 0.5, ())
     core.learner.learn_stream("us-east", [("1-0", mine), ("2-0", other), ("2-0", other)])
     assert core.learner.estimator.count("m1") == 2  # own once (in process), other once
+
+
+def test_warm_does_the_source_set_up_off_the_request_path() -> None:
+    asked: list[str] = []
+
+    def locate(ip: str) -> ClientLocation:
+        asked.append(ip)
+        return ClientLocation()
+
+    core = RequestPath(StaticSource(world_fleet(), locate=locate))
+    core.warm()  # e.g. the GeoIP database opens here, not on the first request
+    assert asked == ["127.0.0.1"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -98,6 +99,27 @@ def test_refuse_closes_the_port_and_reopens_it(servers: SimServerThread) -> None
     assert doc["faults"]["slow-1"]["kind"] == "refuse" and doc["faults"]["fast-1"]["kind"] == "none"
     post_json(servers.url("fast-1"), "/admin/fault", {"kind": "none", "endpoint": "slow-1"})
     assert request(url, "GET", "/health")[0] == 200
+
+
+def test_refuse_closes_idle_keepalive_connections(servers: SimServerThread) -> None:
+    """A request on a keep-alive connection opened before ``refuse`` fails fast, never hangs."""
+    body = json.dumps(chat("m-small", 5, 2)).encode()
+    head = f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    message = head.encode() + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    with socket.create_connection(servers.servers.address("fast-1"), timeout=5) as sock:
+        sock.sendall(message)
+        answer = b""
+        while b'"usage"' not in answer:  # the whole first answer, so the connection is idle
+            answer += sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
+        servers.set_fault("fast-1", Fault(FaultKind.REFUSE))
+        start = time.monotonic()
+        try:
+            sock.sendall(message)
+            rest = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            rest = b""
+        assert rest == b"" and time.monotonic() - start < 2  # closed by the server, at once
 
 
 def test_refuse_with_duration_clears_itself(servers: SimServerThread) -> None:

@@ -8,7 +8,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trafficmgr.dns.config import DEFAULT_STATE_FILE, MAX_UDP_PAYLOAD, ServerConfig, parse_listen
+from trafficmgr.dns.config import (
+    DEFAULT_STATE_FILE,
+    MAX_UDP_PAYLOAD,
+    ServerConfig,
+    parse_listen,
+    parse_metrics,
+)
 
 
 def add_server_arguments(parser: argparse.ArgumentParser, fleet_required: bool = True) -> None:
@@ -45,6 +51,11 @@ def add_server_arguments(parser: argparse.ArgumentParser, fleet_required: bool =
         "--ns-address", action="append", default=[], help="address of ns1.<zone> (repeatable)"
     )
     parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve every worker's counters as Prometheus text on http://HOST:PORT/metrics",
+    )
+    parser.add_argument(
         "--fleet-poll",
         type=float,
         default=5.0,
@@ -62,6 +73,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise ValueError("--rrl-rate and --rrl-slip must not be negative")
     if not 0 <= args.fleet_poll < float("inf"):
         raise ValueError("--fleet-poll must be a number of seconds, 0 or more")
+    metrics = parse_metrics(args.metrics) if args.metrics else None
     return ServerConfig(
         host=host,
         port=port,
@@ -77,6 +89,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         rrl_slip=args.rrl_slip,
         ns_addresses=tuple(args.ns_address),
         fleet_poll_s=args.fleet_poll,
+        metrics=metrics,
     )
 
 
@@ -104,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         host, port = server.address
         print(f"GeoDNS for {fleet.zone} on {host}:{port} udp+tcp", flush=True)
         print(f"  try: dig @{host} -p {port} {fleet.models()[0]}.{fleet.zone} A", flush=True)
+        if server.metrics_address is not None:
+            print(f"  metrics: http://{_url_host(server.metrics_address)}/metrics", flush=True)
 
     try:
         serve(fleet, config, ready, fleet_source=FleetFile(args.fleet))
@@ -111,3 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cannot serve: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _url_host(address: tuple[str, int]) -> str:
+    """Return ``host:port`` for a URL (``[v6]:port``)."""
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

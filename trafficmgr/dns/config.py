@@ -34,6 +34,7 @@ class ServerConfig:
     fleet_poll_s: float = 5.0  # how often the fleet source is read again; 0: never
     nameserver: str = "ns1"  # label of the apex NS name, inside the zone
     ns_addresses: tuple[str, ...] = ()  # its A/AAAA; empty: the listen address if specific
+    metrics: tuple[str, int] | None = None  # HOST, PORT of the Prometheus endpoint; None: off
 
     def glue(self) -> tuple[str, ...]:
         """Return the addresses published for the nameserver name."""
@@ -75,3 +76,11 @@ def _port(text: str, whole: str) -> int:
     if not text.isdigit() or not 0 <= int(text) <= 65535:
         raise ValueError(f"bad port in listen address {whole!r}")
     return int(text)
+
+
+def parse_metrics(text: str) -> tuple[str, int]:
+    """Parse the ``--metrics`` address, ``HOST:PORT`` (the port is required)."""
+    host, port = parse_listen(text, default_port=-1)
+    if port < 0:
+        raise ValueError(f"--metrics {text!r}: expected HOST:PORT, the port is missing")
+    return host, port

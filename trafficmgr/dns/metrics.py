@@ -5,10 +5,16 @@ signature (the events, response code and query type its query counts, registered
 a hit adds one to that signature's tally, a single list increment. ``as_dict`` folds the
 tallies into the totals, so readers see every query counted as if it had been answered the
 slow way, and no flush is needed (the serving thread only ever increments; readers only read).
+
+``latency`` counts how long the server spent on each message (UDP: reading the datagram,
+answering and sending the reply, one clock reading per datagram; TCP: answering), per bucket
+of ``LATENCY_BOUNDS_S`` (Prometheus' ``le`` upper bounds; the last count is ``+Inf``'s), and
+``latency_sum`` adds them up. Time a datagram waited in the socket's buffer is not in it.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 import dns.rdatatype
@@ -25,6 +31,10 @@ QTYPE_NAMES: dict[int, str] = {
 }
 
 MAX_SIGNATURES = 4096  # distinct (events, rcode, qtype) combinations; a few dozen in practice
+# A cached answer takes a few microseconds, a rendered one tens to hundreds.
+LATENCY_BOUNDS_S = (
+    5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 1.0
+)  # fmt: skip
 
 EVENTS = (
     "queries",  # every datagram or TCP message received
@@ -65,19 +75,43 @@ EVENTS = (
 class Counters:
     """Counters by event, by response code and by query type."""
 
-    __slots__ = ("_index", "_signatures", "events", "hits", "qtype", "rcode")
+    __slots__ = (
+        "_index",
+        "_signatures",
+        "events",
+        "hits",
+        "latency",
+        "latency_sum",
+        "qtype",
+        "rcode",
+    )
 
     def __init__(self) -> None:
         self.events: dict[str, int] = dict.fromkeys(EVENTS, 0)
         self.rcode: dict[str, int] = {}
         self.qtype: dict[str, int] = {}
         self.hits: list[int] = []  # per signature: queries counted in bulk
+        self.latency: list[int] = [0] * (len(LATENCY_BOUNDS_S) + 1)  # per bucket, +Inf last
+        self.latency_sum = 0.0
         self._signatures: list[Signature] = []
         self._index: dict[Signature, int] = {}
 
     def add(self, event: str, n: int = 1) -> None:
         """Count ``n`` occurrences of ``event``."""
         self.events[event] = self.events.get(event, 0) + n
+
+    def observe(self, seconds: float) -> None:
+        """Count one message answered in ``seconds``."""
+        self.latency[bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
+        self.latency_sum += seconds
+
+    def latency_histogram(self) -> dict[str, list[float] | list[int] | float]:
+        """Return a copy of the answer times: ``le`` bounds, per-bucket ``counts``, ``sum``."""
+        return {
+            "le": list(LATENCY_BOUNDS_S),
+            "counts": list(self.latency),
+            "sum": self.latency_sum,
+        }
 
     def response(self, rcode: int) -> None:
         """Count one response by its code."""

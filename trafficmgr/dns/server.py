@@ -22,14 +22,22 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
+from multiprocessing.connection import Connection
 from typing import Any
 
 from trafficmgr.dns.config import ServerConfig
 from trafficmgr.dns.fleetwatch import FleetSource, follow_fleet
 from trafficmgr.dns.metrics import Counters
 from trafficmgr.dns.responder import Locating, Responder
+from trafficmgr.dns.scrape import (
+    MetricsHttp,
+    WorkerLink,
+    answer_on,
+    links_collector,
+    loop_collector,
+)
 from trafficmgr.dns.sources import RedisSource, watch_file
 from trafficmgr.dns.tables import TableStore
 from trafficmgr.dns.transport import TcpConnection, TcpLimits, UdpReader, udp_socket
@@ -91,6 +99,7 @@ class DnsServer:
         self._tasks: list[asyncio.Task[None]] = []
         self.host = self.config.host
         self.port = self.config.port
+        self.metrics_address: tuple[str, int] | None = None  # where ``--metrics`` listens
 
     @property
     def address(self) -> tuple[str, int]:
@@ -278,12 +287,15 @@ async def _serve_until_signal(
     server: DnsServer,
     ready: Callable[[DnsServer], None],
     fleet_source: FleetSource | None = None,
+    metrics_link: Connection | None = None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _stopping, sig, stop)
-    await server.start()
+    exporter = await _start_serving(server, loop)
+    if metrics_link is not None:
+        answer_on(metrics_link, server, loop)
     heap = HeapKeeper()
     heap.settle()  # startup's objects live as long as the process: no collection need walk them
     background = [asyncio.create_task(heap.run())]
@@ -296,7 +308,25 @@ async def _serve_until_signal(
     finally:
         for task in background:
             task.cancel()
+        if exporter is not None:
+            await asyncio.to_thread(exporter.stop)
         await _stop_within(server, STOP_TIMEOUT_S)
+
+
+async def _start_serving(server: DnsServer, loop: asyncio.AbstractEventLoop) -> MetricsHttp | None:
+    """Start the server, and its metrics port when asked (bound first: taken, nothing starts)."""
+    exporter = None
+    if server.config.metrics is not None:
+        exporter = MetricsHttp(*server.config.metrics, loop_collector(server, loop))
+    try:
+        await server.start()
+    except BaseException:
+        if exporter is not None:
+            exporter.stop()
+        raise
+    if exporter is not None:
+        server.metrics_address = exporter.start().address
+    return exporter
 
 
 def _stopping(sig: signal.Signals, stop: asyncio.Event) -> None:
@@ -322,21 +352,30 @@ def serve(
     ready: Callable[[DnsServer], None] = lambda server: None,
     reuse_port: bool = False,
     fleet_source: FleetSource | None = None,
+    metrics_link: Connection | None = None,
 ) -> None:
     """Serve until SIGINT or SIGTERM; with ``config.workers`` > 1, in that many processes.
 
     ``fleet_source`` (picklable) is read again every ``config.fleet_poll_s`` seconds by each
-    process, which serves the fleet it returns when it changed (``fleetwatch``).
+    process, which serves the fleet it returns when it changed (``fleetwatch``). With
+    ``config.metrics``, the Prometheus endpoint runs in this process and shows every worker's
+    counters (``scrape``); ``metrics_link`` is a worker's end of the pipe it is asked on.
     """
     if config.workers > 1:
         _serve_workers(fleet, config, fleet_source)
         return
     server = DnsServer(fleet, config, reuse_port=reuse_port)
-    run_loop(_serve_until_signal(server, ready, fleet_source))
+    run_loop(_serve_until_signal(server, ready, fleet_source, metrics_link))
 
 
-def _worker(fleet: Fleet, config: ServerConfig, fleet_source: FleetSource | None) -> None:
-    serve(fleet, replace(config, workers=1), reuse_port=True, fleet_source=fleet_source)
+def _worker(
+    fleet: Fleet,
+    config: ServerConfig,
+    fleet_source: FleetSource | None,
+    metrics_link: Connection | None,
+) -> None:
+    alone = replace(config, workers=1, metrics=None)  # the parent serves the metrics port
+    serve(fleet, alone, reuse_port=True, fleet_source=fleet_source, metrics_link=metrics_link)
 
 
 def _serve_workers(fleet: Fleet, config: ServerConfig, fleet_source: FleetSource | None) -> None:
@@ -344,12 +383,30 @@ def _serve_workers(fleet: Fleet, config: ServerConfig, fleet_source: FleetSource
     if config.port == 0:
         raise ValueError("several workers need a fixed port")
     context = multiprocessing.get_context("spawn")
-    workers = [
-        context.Process(target=_worker, args=(fleet, config, fleet_source), name=f"dns-worker-{i}")
-        for i in range(config.workers)
-    ]
+    links: list[WorkerLink] = []
+    workers = []
+    for i in range(config.workers):
+        ours, theirs = context.Pipe() if config.metrics is not None else (None, None)
+        if ours is not None:
+            links.append(WorkerLink(str(i), ours))
+        args = (fleet, config, fleet_source, theirs)
+        workers.append(context.Process(target=_worker, args=args, name=f"dns-worker-{i}"))
+    exporter = None
+    if config.metrics is not None:  # bound first: a taken port stops us before any worker
+        exporter = MetricsHttp(*config.metrics, links_collector(links))
     for process in workers:
         process.start()
+    if exporter is not None:
+        exporter.start()
+    try:
+        _wait_for_workers(workers)
+    finally:
+        if exporter is not None:
+            exporter.stop()
+
+
+def _wait_for_workers(workers: Sequence[multiprocessing.process.BaseProcess]) -> None:
+    """Wait until a signal or until every worker has exited; then stop them all."""
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

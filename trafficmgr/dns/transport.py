@@ -7,7 +7,8 @@ receive loop in a thread of its own was measured against this reader and was no 
 the event loop is idle while the socket is busy, and the reader drains a batch per wake-up.
 TCP connections may pipeline queries, are closed after ``idle_timeout_s`` without a complete
 query, and beyond ``max_connections`` new ones are closed at once. A client that does not
-read its answers is cut off once too much is queued for it.
+read its answers is cut off once too much is queued for it. Both time each answer for the
+latency histogram (``metrics.Counters.latency``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter
 
-from trafficmgr.dns.metrics import Counters
+from trafficmgr.dns.metrics import LATENCY_BOUNDS_S, Counters
 
 Handler = Callable[[bytes, str, bool], bytes | None]
 DatagramHandler = Callable[[bytes, str], bytes | None]
@@ -48,6 +51,9 @@ class UdpReader:
         recvfrom = self.sock.recvfrom
         sendto = self.sock.sendto
         handle = self._handle
+        counters = self._counters
+        latency = counters.latency
+        start = perf_counter()  # one clock reading per datagram: from its read to its reply
         for _ in range(BATCH):
             try:
                 data, addr = recvfrom(MAX_DATAGRAM)
@@ -57,12 +63,16 @@ class UdpReader:
                 self._counters.add("udp_errors")
                 return
             reply = handle(data, addr[0])
-            if reply is None:
-                continue
-            try:
-                sendto(reply, addr)
-            except OSError:  # buffer full (BlockingIOError) or the client's address is bad
-                self._counters.add("udp_errors")
+            if reply is not None:
+                try:
+                    sendto(reply, addr)
+                except OSError:  # buffer full (BlockingIOError) or the client's address is bad
+                    self._counters.add("udp_errors")
+            end = perf_counter()
+            took = end - start
+            latency[bisect_left(LATENCY_BOUNDS_S, took)] += 1
+            counters.latency_sum += took
+            start = end
 
 
 def udp_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
@@ -140,7 +150,9 @@ class TcpConnection(asyncio.Protocol):
                 break
             message = bytes(buffer[2 : 2 + length])
             del buffer[: 2 + length]
+            start = perf_counter()
             reply = self._handle(message, self._peer, True)
+            self._counters.observe(perf_counter() - start)
             if reply is None:  # not even a header: this is no DNS client
                 self.close()
                 return

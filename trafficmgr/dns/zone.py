@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import struct
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -196,11 +197,26 @@ def address_rrset(
     return dns.rrset.from_rdata_list(name, ttl, rdatas)
 
 
+# The engine's reasons are written for people ("strict gdpr → eu-west"); in a TXT string
+# anything past ASCII reaches dig and most tools as octal escapes (\226\134\146).
+ASCII_SPELLING = str.maketrans(
+    {"→": "->", "←": "<-", "×": "x", "…": "...", "—": "-", "–": "-", "≤": "<=", "≥": ">="}
+)
+
+
+def ascii_text(text: str) -> str:
+    """Spell ``text`` in ASCII: arrows and signs as ASCII, accents dropped, the rest as ?."""
+    spelled = unicodedata.normalize("NFKD", text.translate(ASCII_SPELLING))
+    kept = "".join(c for c in spelled if not unicodedata.combining(c))
+    return kept.encode("ascii", "replace").decode("ascii")
+
+
 def txt_rrset(name: dns.name.Name, texts: Sequence[str], ttl: int) -> dns.rrset.RRset:
-    """Return one TXT record whose strings are ``texts`` (each cut into 255-octet pieces)."""
+    """Return one TXT record whose strings are ``texts`` in ASCII (each cut into 255-octet
+    pieces)."""
     strings: list[bytes] = []
     for text in texts:
-        data = text.encode("utf-8", "replace")
+        data = ascii_text(text).encode("ascii")
         strings.extend(data[i : i + 255] for i in range(0, len(data), 255))
     return dns.rrset.from_rdata_list(name, ttl, [TXT(IN, dns.rdatatype.TXT, strings or [b""])])
 

@@ -30,6 +30,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-body-bytes", type=int, default=DEFAULT_BODY_BYTES)
     p.add_argument("--upstream-key", help="bearer token sent to the endpoints")
     p.add_argument("--access-log", action="store_true")
+    p.add_argument(
+        "--first-byte-timeout",
+        type=float,
+        default=GatewaySettings().first_byte_timeout_s,
+        help="seconds a stream may wait for its first event before it is retried elsewhere",
+    )
     return p.parse_args(argv)
 
 
@@ -51,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         trusted_proxies=trusted,
         upstream_api_key=args.upstream_key,
         access_log=args.access_log,
+        first_byte_timeout_s=args.first_byte_timeout,
     )
     config = RequestPathConfig(default_strategy=args.strategy)
     serve(

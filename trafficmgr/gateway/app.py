@@ -11,10 +11,11 @@ then the proxy. The client's address is the peer's, or the first address in
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
+import os
 import time
-import uuid
 
 import msgspec
 from aiohttp import web
@@ -78,8 +79,9 @@ async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
     started = time.perf_counter()
     app = request.app
     core, settings = app[CORE], app[SETTINGS]
-    rid = request.headers.get("x-request-id") or uuid.uuid4().hex
-    headers = {"x-request-id": header_text(rid, 128)}
+    given = request.headers.get("x-request-id")
+    rid = header_text(given, 128) if given else os.urandom(16).hex()  # 32 hex digits
+    headers = {"x-request-id": rid}
     refused = await _authenticate(request, core, headers)
     if isinstance(refused, web.Response):
         return _rejected(app, refused, "unauthorized")
@@ -110,7 +112,7 @@ async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
         request.path,
         body.stream,
         started,
-        headers["x-request-id"],
+        rid,
         body.model,
     )
     answer = await app[PROXY].forward(exchange)
@@ -189,27 +191,31 @@ def client_address(request: web.Request, trusted: tuple[IpNetwork, ...]) -> str 
     """Return the client's address: the peer's, or X-Forwarded-For's from a trusted proxy."""
     peer = request.transport.get_extra_info("peername") if request.transport else None
     address = str(peer[0]) if isinstance(peer, tuple) and peer else None
-    if address is None or not trusted or not _trusted(address, trusted):
+    if address is None or not trusted or not _classify(address, trusted):
         return address
     forwarded = request.headers.get("X-Forwarded-For")
     if not forwarded:
         return address
     for hop in reversed([h.strip() for h in forwarded.split(",")]):
-        try:
-            ipaddress.ip_address(hop)
-        except ValueError:
+        kind = _classify(hop, trusted)
+        if kind is None:
             return address  # a malformed chain says nothing reliable
-        if not _trusted(hop, trusted):
+        if not kind:
             return hop
         address = hop
     return address
 
 
-def _trusted(address: str, trusted: tuple[IpNetwork, ...]) -> bool:
+@functools.lru_cache(maxsize=16_384)
+def _classify(address: str, trusted: tuple[IpNetwork, ...]) -> bool | None:
+    """Return whether ``address`` is a trusted proxy; None when it is not an address.
+
+    Cached: the same proxies and clients come back request after request, and parsing an
+    address costs more than the rest of this function's callers together."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
-        return False
+        return None
     return any(ip in net for net in trusted)
 
 

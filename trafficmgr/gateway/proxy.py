@@ -29,11 +29,16 @@ from yarl import URL
 from trafficmgr.gateway.errors import error_response
 from trafficmgr.gateway.metrics import GatewayMetrics
 from trafficmgr.gateway.settings import GatewaySettings
-from trafficmgr.gateway.sse import BrokenStream, SseRelay, error_event, usage_of
+from trafficmgr.gateway.sse import (
+    BrokenStream,
+    ErrorEvent,
+    SseRelay,
+    error_event,
+    whole_usage,
+)
 from trafficmgr.requestpath import Outcome, Plan, RequestPath, Target, Usage
 from trafficmgr.requestpath.budget import RetryBudget
 
-_DECODER = msgspec.json.Decoder()
 OK = Outcome.OK
 CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
 
@@ -71,6 +76,9 @@ class Proxy:
         self.budget = RetryBudget(settings.retry_budget_ratio, settings.retry_budget_per_s)
         self._session: aiohttp.ClientSession | None = None
         self._urls: dict[tuple[str, str], URL] = {}
+        self._upstream_headers = {"Content-Type": "application/json"}
+        if settings.upstream_api_key:
+            self._upstream_headers["Authorization"] = f"Bearer {settings.upstream_api_key}"
 
     async def start(self) -> None:
         s = self.settings
@@ -126,9 +134,7 @@ class Proxy:
         """Send one attempt; a Failure means nothing reached the client (retry elsewhere)."""
         assert self._session is not None
         s = self.settings
-        headers = {"Content-Type": "application/json", "X-Request-Id": ex.request_id}
-        if s.upstream_api_key:
-            headers["Authorization"] = f"Bearer {s.upstream_api_key}"
+        headers = {**self._upstream_headers, "X-Request-Id": ex.request_id}
         sent = time.perf_counter()
         wait = s.first_byte_timeout_s if ex.stream else s.request_timeout_s
         resp: aiohttp.ClientResponse | None = None
@@ -153,7 +159,8 @@ class Proxy:
             return Failure(Outcome.CONNECT_ERROR, f"{target.name}: {exc}")
         except (aiohttp.ClientError, BrokenStream) as exc:
             _close(resp)
-            return Failure(Outcome.BROKEN, f"{target.name}: {exc or type(exc).__name__}")
+            outcome = Outcome.SERVER_ERROR if isinstance(exc, ErrorEvent) else Outcome.BROKEN
+            return Failure(outcome, f"{target.name}: {exc or type(exc).__name__}")
         except BaseException:
             _close(resp)  # the client went away: abort the generation upstream
             raise
@@ -171,6 +178,8 @@ class Proxy:
             if not chunk:
                 raise BrokenStream("stream ended before its first event")
             first, tokens = relay.feed(chunk)
+            if relay.error is not None and not relay.tokens:
+                raise ErrorEvent(f"error event before the first token: {relay.error[:200]!r}")
             if first:
                 return first, tokens
 
@@ -218,10 +227,9 @@ class Proxy:
     ) -> web.Response | Failure:
         body = await resp.read()
         try:
-            doc = _DECODER.decode(body)
+            usage = whole_usage(body)
         except msgspec.DecodeError:
             return Failure(Outcome.BROKEN, f"{target.name}: a response that is not JSON")
-        usage = usage_of(doc)
         self.core.finished(ex.plan.handle, usage, Outcome.OK)
         self._answered(ex, target, 200, time.perf_counter() - ex.started)
         return web.Response(
@@ -254,8 +262,10 @@ class Proxy:
             return out
         outcome, why = await self._relay(ex, resp, relay, out)
         if relay.done and outcome is not Outcome.CANCELLED:
-            outcome = Outcome.OK  # whatever happened after [DONE] cost the client nothing
-        if outcome is not Outcome.OK and outcome is not Outcome.CANCELLED:
+            outcome = _ended(relay)  # whatever happened after [DONE] cost the client nothing
+        if relay.error is not None and outcome is not Outcome.CANCELLED:
+            outcome = Outcome.SERVER_ERROR  # the upstream's error event was passed on as is
+        elif outcome is not Outcome.OK and outcome is not Outcome.CANCELLED:
             try:
                 await out.write(error_event(f"upstream {target.name}: {why}", outcome.value))
             except CLIENT_GONE:
@@ -285,7 +295,8 @@ class Proxy:
                         progress(handle, tokens)
                     if relay.done:  # the answer is whole: close its accounting before the
                         # client reads its end (the upstream's own end follows at once)
-                        self.core.finished(handle, relay.usage() or Usage(0, relay.tokens), OK)
+                        usage = relay.usage() or Usage(0, relay.tokens)
+                        self.core.finished(handle, usage, _ended(relay))
                     if data:
                         await out.write(data)
                     deadline.reschedule(loop.time() + idle)
@@ -329,6 +340,11 @@ class Proxy:
     def _answered(self, ex: Exchange, target: Target, code: int, ttft: float | None) -> None:
         e2e = time.perf_counter() - ex.started
         self.metrics.answered(ex.requested_model, target.name, code, ttft, e2e)
+
+
+def _ended(relay: SseRelay) -> Outcome:
+    """Return how a stream that reached ``[DONE]`` ended: OK, unless it sent an error event."""
+    return OK if relay.error is None else Outcome.SERVER_ERROR
 
 
 def _close(resp: aiohttp.ClientResponse | None) -> None:

@@ -11,6 +11,11 @@ vLLM streams; the role-only first chunk and a usage-only last chunk are not coun
 feeds the core's in-flight view as the stream goes. The final usage chunk
 (``stream_options.include_usage``), when the upstream sends one, is read at the end and wins
 over the count.
+
+An upstream that fails a request after sending its headers says so in an event of OpenAI's
+error shape (``data: {"error": ...}``: vLLM's, and the simulated server's when it goes down).
+Such an event is not a token; it is remembered (``error``) so that a stream failing before
+its first token is retried elsewhere like any other failure before the first byte.
 """
 
 from __future__ import annotations
@@ -28,10 +33,14 @@ class BrokenStream(Exception):
     """The upstream sent bytes that are not an SSE stream of JSON events."""
 
 
+class ErrorEvent(BrokenStream):
+    """The upstream's stream failed with an error event before its first token."""
+
+
 class SseRelay:
     """Cut, check and count one upstream stream."""
 
-    __slots__ = ("_pending", "_usage", "done", "events", "tokens")
+    __slots__ = ("_pending", "_usage", "done", "error", "events", "tokens")
 
     def __init__(self) -> None:
         self._pending = b""
@@ -39,6 +48,7 @@ class SseRelay:
         self.tokens = 0
         self.events = 0
         self.done = False  # ``data: [DONE]`` seen
+        self.error: bytes | None = None  # the payload of an upstream error event
 
     def feed(self, chunk: bytes) -> tuple[bytes, int]:
         """Take an upstream chunk; return the complete events to forward and their tokens."""
@@ -74,6 +84,9 @@ class SseRelay:
                 continue
             if not payload.startswith(b"{"):
                 raise BrokenStream(f"an event whose data is not JSON: {payload[:40]!r}")
+            if payload.startswith(b'{"error"'):
+                self.error = payload
+                continue
             if b'"usage"' in payload and b'"usage":null' not in payload:
                 self._usage = payload
                 if b'"choices":[]' in payload:
@@ -97,6 +110,31 @@ class SseRelay:
         except msgspec.DecodeError:
             return None
         return usage_of(doc)
+
+
+class _UsageFigures(msgspec.Struct):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class _Answer(msgspec.Struct):
+    usage: _UsageFigures | None = None
+
+
+_ANSWER = msgspec.json.Decoder(_Answer)
+
+
+def whole_usage(body: bytes) -> Usage | None:
+    """Return the usage of a whole (non-streamed) JSON answer; raise DecodeError if not JSON.
+
+    Reads only ``usage``: the rest of the answer (its text) is checked to be JSON but never
+    built into Python objects. Anything unusual (not an object, odd usage) takes the general
+    path, with the same result."""
+    try:
+        usage = _ANSWER.decode(body).usage
+    except msgspec.ValidationError:
+        return usage_of(_DECODER.decode(body))
+    return Usage(usage.prompt_tokens, usage.completion_tokens) if usage is not None else None
 
 
 def usage_of(doc: object) -> Usage | None:

@@ -196,7 +196,21 @@ class RequestPath:
         ticket = _ticket(result.handle)
         ticket.request_id = info.request_id
         ticket.identity = info.identity.name if info.identity else None
-        return replace(result, routing_s=time.perf_counter() - start)
+        # a constructor call: ``dataclasses.replace`` costs several times more per request
+        return Plan(
+            result.model,
+            result.targets,
+            result.region,
+            result.reason,
+            result.handle,
+            time.perf_counter() - start,
+            result.queued_s,
+        )
+
+    def warm(self) -> None:
+        """Do the source's one-time set-up now rather than on a first request (blocking I/O:
+        call it off the request path; the source may, e.g., open its GeoIP database)."""
+        self.source.locate("127.0.0.1")
 
     def _locate(self, ip: str) -> ClientLocation:
         found = self._locations.get(ip)

@@ -14,6 +14,8 @@ States: unknown → healthy ↔ degraded → down → recovering → healthy, an
 - Down → recovering needs ``up_threshold`` consecutive serving evaluations; a recovering
   region ramps its traffic (``RegionStatus.ramp``) from ``MIN_RAMP`` to 1 over
   ``slow_start_s``, then becomes healthy (or degraded).
+- Healthy ↔ degraded also has a band: a region degraded because it misses its objective
+  (``RegionHealth.strain`` >= 1) stays degraded until its strain is under ``CALM_BELOW``.
 - Drained follows the operator's admin state (region drained/disabled, or all endpoints
   drained) immediately; leaving it is a manual act, so it goes straight to recovering
   (slow start) on serving evidence, down on bad evidence, unknown without evidence.
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from trafficmgr.routing.health import (
+    CALM_BELOW,
     EndpointHealth,
     Observation,
     RegionHealth,
@@ -34,6 +37,7 @@ from trafficmgr.routing.health import (
     region_health,
 )
 from trafficmgr.routing.types import (
+    Endpoint,
     FailoverPolicy,
     Fleet,
     GpuProfile,
@@ -109,8 +113,10 @@ def step_machine(
 def _resolve(
     machine: RegionMachine, health: RegionHealth, policy: FailoverPolicy, now: float
 ) -> tuple[Observation, str]:
-    """Turn a lasting absence of evidence into a bad observation."""
+    """Turn a lasting absence of evidence into a bad observation; keep degraded in the band."""
     if health.observation is not Observation.NONE:
+        if _held_degraded(machine.state, health):
+            return Observation.DEGRADED, health.reason
         return health.observation, health.reason
     grace = policy.heartbeat_interval_s * policy.miss_threshold
     last = machine.evidence_at if machine.evidence_at is not None else machine.since
@@ -146,6 +152,15 @@ def _target(
     if state is RegionState.RECOVERING and now - m.since >= policy.slow_start_s:
         return _serving_state(obs)
     return None
+
+
+def _held_degraded(state: RegionState, health: RegionHealth) -> bool:
+    """Tell whether a degraded region looking good is still too near its objective to leave."""
+    return (
+        state is RegionState.DEGRADED
+        and health.observation is Observation.GOOD
+        and health.strain >= CALM_BELOW
+    )
 
 
 def _serving_state(obs: Observation) -> RegionState | None:
@@ -190,6 +205,8 @@ def region_status(
         )
     ramp = ramp_of(machine, policy, now)
     reason = f"{machine.state.value}: {health.reason}"
+    if _held_degraded(machine.state, health):
+        reason = f"{reason}; strain {health.strain:.2f}: healthy again under {CALM_BELOW:g}"
     if machine.state is RegionState.RECOVERING:
         reason = f"{reason}; slow start {ramp:.0%}"
     if machine.paused:
@@ -221,7 +238,9 @@ def evaluate_fleet(
     transitions: list[Transition] = []
     for region in fleet.regions:
         healths = [
-            endpoint_health(e, heartbeats.get(e.name), _profile(fleet, e.gpu), policy, now)
+            endpoint_health(
+                e, heartbeats.get(e.name), _profile(fleet, e.gpu), policy, now, _objective(fleet, e)
+            )
             for e in region.endpoints
         ]
         endpoints.update((h.endpoint, h) for h in healths)
@@ -235,6 +254,13 @@ def evaluate_fleet(
         regions[region.name] = health
         statuses[region.name] = region_status(machine, health, configured, policy, now)
     return FleetEvaluation(endpoints, out_machines, statuses, tuple(transitions), regions)
+
+
+def _objective(fleet: Fleet, endpoint: Endpoint) -> float:
+    """Return an endpoint's TTFT p99 objective: the most lenient of its models' (one figure
+    covers them all in its server's report)."""
+    slo = fleet.slo
+    return max((slo.ttft_ms(m) for m in endpoint.models), default=slo.ttft_p99_ms)
 
 
 def _profile(fleet: Fleet, gpu: str) -> GpuProfile:

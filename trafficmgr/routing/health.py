@@ -15,10 +15,23 @@ plus its waiting queue per slot (``max_concurrency x gpus``): the work asked for
 it can run at once. It is not clipped at 1, so an overloaded endpoint says by how much;
 ``load`` is the same figure clipped to 0..1.
 
+*Strain* says whether an endpoint keeps its promise: the larger of its TTFT p99 over the
+objective of the models it serves (``Fleet.slo``; the most lenient of them, since the server
+reports one figure for all) and its waiting queue over ``QUEUE_SATURATED`` of its slots. At 1
+or more the endpoint is *degraded*: it still serves, but it has no room left, whatever its
+busy share says (its demand, the work asked of it, is unchanged). KV cache use alone does not
+degrade: a full cache is what a well-batched server looks like; the queue and TTFT tell when
+it is too full.
+
 A region's capacity is the sum over its healthy endpoints; endpoints that have never reported
 are left out of its capacity, score and demand until they do. Its demand is the
 capacity-weighted mean of its endpoints' demands (demanded / available decode tokens/s, above
-1 when overloaded) and its headroom ``1 - demand`` clipped to 0..1.
+1 when overloaded) and its headroom ``1 - demand`` clipped to 0..1, counting a degraded
+endpoint's demand as at least 1: its capacity has no room. Its strain is the
+capacity-weighted median of its endpoints' strains (the strain at least half its capacity is
+at): 1 or more makes it degraded. The failover state machine leaves degraded only once the
+strain is back under ``CALM_BELOW`` (``failover.py``), so a region hovering at its objective
+does not flap.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from trafficmgr.routing.types import (
+    DEFAULT_TTFT_P99_MS,
     AdminState,
     Endpoint,
     FailoverPolicy,
@@ -47,6 +61,8 @@ KV_SATURATED = 0.95
 QUEUE_SATURATED = 0.25  # waiting requests per unit of max concurrency
 SATURATION_PENALTY = 0.4
 DEGRADED_BELOW = 0.75  # a region serving less than this share of its capacity is degraded
+STRAINED = 1.0  # strain at which an endpoint, or a region's median, is degraded
+CALM_BELOW = 0.8  # strain a degraded region must fall under to be healthy again (hysteresis)
 
 _BENIGN_THROTTLES = ("idle", "applicationsclock", "syncboost", "displayclock", "none")
 _SLOWING: dict[str, bool] = {}  # throttle reason -> slows for heat or power
@@ -66,6 +82,16 @@ class EndpointHealth:
     models: tuple[str, ...] = ()  # models it can serve now
     nominal: float = 0.0  # capacity when fully healthy
     demand: float = 0.0  # busy share + queue per slot; above 1 when overloaded
+    strain: float = 0.0  # TTFT p99 / objective or queue / its limit, the larger; >= 1 degraded
+
+    @property
+    def state(self) -> str:
+        """Return unknown, down, degraded or healthy: what an operator should be shown."""
+        if not self.evidence:
+            return "unknown"
+        if not self.healthy:
+            return "down"
+        return "degraded" if self.strain >= STRAINED else "healthy"
 
 
 class Observation(StrEnum):
@@ -89,6 +115,7 @@ class RegionHealth:
     reason: str
     models: Mapping[str, float] = field(default_factory=dict)  # live capacity per model
     demand: float = 0.0  # demanded / live capacity; above 1 when overloaded
+    strain: float = 0.0  # capacity-weighted median of its serving endpoints' strains
 
 
 def nominal_capacity(endpoint: Endpoint, profile: GpuProfile | None) -> float:
@@ -102,8 +129,9 @@ def endpoint_health(
     profile: GpuProfile,
     policy: FailoverPolicy,
     now: float,
+    objective_ms: float = DEFAULT_TTFT_P99_MS,
 ) -> EndpointHealth:
-    """Judge one endpoint from its latest heartbeat."""
+    """Judge one endpoint from its latest heartbeat; ``objective_ms``: its TTFT p99 objective."""
     nominal = profile.decode_tokens_per_s * endpoint.gpus if profile else 0.0
     if endpoint.admin_state is not AdminState.ACTIVE:
         reason = f"endpoint {endpoint.admin_state.value}"
@@ -116,10 +144,15 @@ def endpoint_health(
     models = _models_served(endpoint, heartbeat.server)
     if not models:
         return _down(endpoint, "none of its models loaded", True, nominal)
-    throttling, score, notes = _score(heartbeat, profile, endpoint.gpus)
+    throttling, score, notes = _score(heartbeat)
     if len(models) < len(endpoint.models):
         notes.append(f"only {', '.join(models)} loaded")
     demand = endpoint_demand(heartbeat, profile, endpoint.gpus)
+    strain, strained = endpoint_strain(heartbeat.server, profile, endpoint.gpus, objective_ms)
+    if strained:
+        notes.extend(strained)
+        if score == throttling:  # not lowered for a full KV cache already
+            score *= 1.0 - SATURATION_PENALTY
     return EndpointHealth(
         endpoint.name,
         endpoint.region,
@@ -132,7 +165,30 @@ def endpoint_health(
         models,
         nominal,
         demand,
+        strain,
     )
+
+
+def endpoint_strain(
+    server: ServerSample | None, profile: GpuProfile, gpus: int, objective_ms: float
+) -> tuple[float, list[str]]:
+    """Return how far an endpoint is from its promise (>= 1: degraded) and, if so, why.
+
+    The larger of TTFT p99 / objective and waiting requests / (``QUEUE_SATURATED`` x slots).
+    """
+    if server is None:
+        return 0.0, []
+    ttft = server.ttft_p99_ms
+    slow = ttft / objective_ms if objective_ms > 0 and 0 < ttft < math.inf else 0.0
+    limit = max(1.0, profile.max_concurrency * gpus * QUEUE_SATURATED)
+    waiting = server.requests_waiting
+    queued = waiting / limit if waiting > 0 else 0.0
+    notes = []
+    if slow >= STRAINED:
+        notes.append(f"TTFT p99 {ttft / 1000:.1f} s over objective {objective_ms / 1000:g} s")
+    if queued >= STRAINED:
+        notes.append(f"queue saturated ({waiting} waiting, limit {limit:.0f})")
+    return max(slow, queued), notes
 
 
 def _down(endpoint: Endpoint, reason: str, evidence: bool, nominal: float) -> EndpointHealth:
@@ -172,7 +228,7 @@ def _models_served(endpoint: Endpoint, server: ServerSample | None) -> tuple[str
     return tuple(m for m in endpoint.models if m in wanted)
 
 
-def _score(hb: Heartbeat, profile: GpuProfile, gpus: int) -> tuple[float, float, list[str]]:
+def _score(hb: Heartbeat) -> tuple[float, float, list[str]]:
     """Return the share of its speed throttling leaves, the 0..1 score, and why it is lower."""
     throttling = 1.0
     notes: list[str] = []
@@ -187,14 +243,9 @@ def _score(hb: Heartbeat, profile: GpuProfile, gpus: int) -> tuple[float, float,
         notes.append(f"throttled on {throttled}/{len(samples)} GPUs")
     score = throttling
     server = hb.server
-    if server is not None:
-        queue_limit = max(1.0, profile.max_concurrency * gpus * QUEUE_SATURATED)
-        if server.kv_cache_usage >= KV_SATURATED:
-            score *= 1.0 - SATURATION_PENALTY
-            notes.append(f"KV cache {server.kv_cache_usage:.0%} full")
-        elif server.requests_waiting >= queue_limit:
-            score *= 1.0 - SATURATION_PENALTY
-            notes.append(f"queue saturated ({server.requests_waiting} waiting)")
+    if server is not None and server.kv_cache_usage >= KV_SATURATED:
+        score *= 1.0 - SATURATION_PENALTY
+        notes.append(f"KV cache {server.kv_cache_usage:.0%} full")
     return throttling, score, notes
 
 
@@ -281,14 +332,12 @@ def region_health(region: Region, healths: Sequence[EndpointHealth]) -> RegionHe
     for h in serving:
         for m in h.models:
             models[m] = models.get(m, 0.0) + h.capacity
-    observation = Observation.GOOD if score >= DEGRADED_BELOW else Observation.DEGRADED
-    reason = f"{len(serving)}/{len(active)} endpoints serving, {score:.0%} of capacity"
-    problems = [h for h in reported if not h.healthy or h.reason != "ok"]
-    if problems:
-        reason = f"{reason}; {_summary(problems, len(problems))}"
-    if demand > 1.0:
-        reason = f"{reason}; demand {demand:.0%} of capacity"
-    headroom = _clip(1.0 - demand)
+    strain = median_strain(serving)
+    good = score >= DEGRADED_BELOW and strain < STRAINED
+    observation = Observation.GOOD if good else Observation.DEGRADED
+    reason = _region_reason(len(active), reported, serving, score, demand, strain)
+    pressed = sum(h.capacity * _pressure(h) for h in serving) / capacity
+    headroom = _clip(1.0 - pressed)
     return RegionHealth(
         region.name,
         observation,
@@ -299,7 +348,48 @@ def region_health(region: Region, healths: Sequence[EndpointHealth]) -> RegionHe
         reason,
         models,
         demand,
+        strain,
     )
+
+
+def _region_reason(
+    active: int,
+    reported: Sequence[EndpointHealth],
+    serving: Sequence[EndpointHealth],
+    score: float,
+    demand: float,
+    strain: float,
+) -> str:
+    """Describe a serving region: how much serves, what misses its objective, what is wrong."""
+    reason = f"{len(serving)}/{active} endpoints serving, {score:.0%} of capacity"
+    if strain >= STRAINED:
+        capacity = sum(h.capacity for h in serving)
+        missing = sum(h.capacity for h in serving if h.strain >= STRAINED) / capacity
+        reason = f"{reason}; {missing:.0%} of capacity missing its objective"
+    problems = [h for h in reported if not h.healthy or h.reason != "ok"]
+    if problems:
+        reason = f"{reason}; {_summary(problems, len(problems))}"
+    if demand > 1.0:
+        reason = f"{reason}; demand {demand:.0%} of capacity"
+    return reason
+
+
+def _pressure(h: EndpointHealth) -> float:
+    """Return an endpoint's demand as headroom counts it: at least 1 once it is degraded."""
+    return max(h.demand, 1.0) if h.strain >= STRAINED else h.demand
+
+
+def median_strain(serving: Sequence[EndpointHealth]) -> float:
+    """Return the strain at least half the serving capacity is at (capacity-weighted median)."""
+    total = sum(h.capacity for h in serving)
+    if total <= 0:
+        return 0.0
+    reached = 0.0
+    for h in sorted(serving, key=lambda h: h.strain, reverse=True):
+        reached += h.capacity
+        if reached >= total / 2:
+            return h.strain
+    return 0.0
 
 
 def _no_capacity(region: Region, obs: Observation, nominal: float, reason: str) -> RegionHealth:

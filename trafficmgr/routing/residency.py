@@ -6,8 +6,9 @@ it, in any failure state). Preferred rules narrow the choice further to their re
 least one of those is available; only when all preferred regions are down does the decision
 spill back to what the strict rules (or nothing) allow, and it says so (``spilled``).
 
-A rule matches a client by its country or by its continent (given, or derived from the
-country). A client whose location is unknown matches no rule.
+A rule matches a client by its country (named, or a member of one of the rule's country sets,
+``countrysets.py``: the union of both is ``rule.countries``) or by its continent (given, or
+derived from the country). A client whose location is unknown matches no rule.
 """
 
 from __future__ import annotations

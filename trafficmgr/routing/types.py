@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from trafficmgr.routing.countrysets import set_countries
+
 
 class AdminState(StrEnum):
     """What an operator set for a region or an endpoint."""
@@ -93,13 +95,30 @@ class Region:
 
 @dataclass(frozen=True, slots=True)
 class ResidencyRule:
-    """Clients of these countries/continents may only be served by ``regions``."""
+    """Clients of these countries, sets or continents may only be served by ``regions``.
+
+    ``sets`` names country sets (``countrysets.COUNTRY_SETS``: ``EEA``, ``ASEAN``, ...); their
+    members are added to ``countries`` on construction, so ``countries`` is every country the
+    rule covers by country and whoever reads it needs to know nothing about sets. What was
+    written beside the sets is ``listed_countries()``. An unknown set name raises
+    ``countrysets.UnknownCountrySet`` (the fleet file and the API check names before).
+    """
 
     name: str
     countries: frozenset[str]
     continents: frozenset[str]
     regions: tuple[str, ...]
     mode: ResidencyMode = ResidencyMode.STRICT
+    sets: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.sets:
+            members = set_countries(self.sets)
+            object.__setattr__(self, "countries", frozenset(self.countries) | members)
+
+    def listed_countries(self) -> frozenset[str]:
+        """Return the countries the rule names beyond its sets (what a fleet file writes)."""
+        return self.countries - set_countries(self.sets) if self.sets else self.countries
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +132,26 @@ class FailoverPolicy:
     spillover_headroom: float = 0.1
     all_down: AllDown = AllDown.FAIL_OPEN
     max_shift_per_tick: float = 1.0
+
+
+DEFAULT_TTFT_P99_MS = 10_000.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceObjective:
+    """What a model's clients are promised: time to first token at the 99th percentile.
+
+    ``ttft_p99_ms`` is the objective of every model not named in ``models`` (model → its own
+    objective in ms). An endpoint slower than its objective, or with a saturated queue, is
+    degraded (``health.py``).
+    """
+
+    ttft_p99_ms: float = DEFAULT_TTFT_P99_MS
+    models: Mapping[str, float] = field(default_factory=dict)
+
+    def ttft_ms(self, model: str) -> float:
+        """Return the TTFT p99 objective of ``model`` in ms."""
+        return self.models.get(model, self.ttft_p99_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +171,7 @@ class Fleet:
     residency: tuple[ResidencyRule, ...] = ()
     failover: FailoverPolicy = field(default_factory=FailoverPolicy)
     clients: tuple[ClientShare, ...] = ()
+    slo: ServiceObjective = field(default_factory=ServiceObjective)
 
     def region(self, name: str) -> Region:
         for region in self.regions:

@@ -23,6 +23,9 @@
    does not make the others look far.
 6. No eligible region: ``fail_open`` answers the allowed candidates anyway (not drained
    ones), by proximity and weight, and says so; ``fail_closed`` answers nothing.
+7. A region answered while an allowed region before it in failover order is out, or an
+   earlier tier is full, says so first in plain words (``Passed``): "us-east down; us-west
+   full (headroom 2%); nearest with room: eu-west ~103 ms, eu-central ~119 ms; ...".
 """
 
 from __future__ import annotations
@@ -110,23 +113,32 @@ class Weighed:
     Most of a list's regions round to nothing, so their reasons are never needed.
     """
 
-    __slots__ = ("_rtt", "_tail", "_view", "region", "weight")
+    __slots__ = ("_passed", "_rtt", "_tail", "_tier", "_view", "region", "weight")
 
     def __init__(
-        self, view: RegionView, weight: float, rtt: float | None, tail: str | SpillNote
+        self,
+        view: RegionView,
+        weight: float,
+        rtt: float | None,
+        tail: str | SpillNote,
+        passed: Passed | None = None,
+        tier: int = 0,
     ) -> None:
         self.region = view.region.name
         self.weight = weight
         self._view = view
         self._rtt = rtt
         self._tail = tail
+        self._passed = passed
+        self._tier = tier
 
     @property
     def reason(self) -> str:
         """Return why the region has this weight."""
         v = self._view
         rtt = "" if self._rtt is None else _rtt_text(self._rtt)
-        return f"{v.label}{rtt}{v.detail}{self._tail}"
+        plain = "" if self._passed is None else self._passed.words(v, self._rtt, self._tier)
+        return f"{plain}{v.label}{rtt}{v.detail}{self._tail}"
 
 
 def _rtt_text(rtt: float) -> str:
@@ -162,6 +174,78 @@ class SpillNote:
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
+
+
+class Passed:
+    """The regions a list passes over before an answer, in plain words, written when read.
+
+    Out: allowed regions serving the model by configuration that come before the answer in
+    failover order (priority, then RTT) but are not eligible (down, drained, weight 0, no
+    capacity). Then the earlier tiers, which passed traffic on (``full``, filled by
+    ``_weigh``): full (demand above the spill target), in slow start, or taking traffic back
+    (room again, but kept shares return gradually).
+    """
+
+    __slots__ = ("_inside", "_model", "_order", "_views", "full", "reached")
+
+    def __init__(
+        self, model: ModelCandidates, inside: frozenset[str] | None, order: Sequence[int]
+    ) -> None:
+        self._model = model
+        self._inside = inside
+        self._order = order
+        self._views: dict[int, RegionView] | None = None
+        # per tier that passed traffic on: names, demand, goal, kept share, slow-start ramp
+        self.full: list[tuple[list[str], float, float, float, float]] = []
+        self.reached: list[list[tuple[str, float | None]]] = []  # per tier: names and RTTs
+
+    def words(self, view: RegionView, rtt: float | None, tier: int) -> str:
+        """Return "X down; Y full (headroom 2%); nearest with room: Z ~80 ms; " or ""."""
+        parts = self._out(view.index)
+        for names, demand, goal, kept, ramp in self.full[:tier]:
+            shown = ", ".join(names[:3])
+            if ramp < 1.0 and ramp <= kept:
+                parts.append(f"{shown} in slow start ({ramp:.0%})")
+            elif demand > goal:
+                parts.append(f"{shown} full (headroom {max(0.0, 1.0 - demand):.0%})")
+            else:  # room again, but spillover moves back gradually (spillover.py)
+                parts.append(f"{shown} taking traffic back (keeps {kept:.0%})")
+        if not parts:
+            return ""
+        members = self.reached[tier] if tier < len(self.reached) else [(view.region.name, rtt)]
+        shown = ", ".join(n if t is None else f"{n} ~{t:.0f} ms" for n, t in members[:3])
+        where = "next with room" if rtt is None else "nearest with room"
+        return f"{'; '.join(parts)}; {where}: {shown}; "
+
+    def _out(self, index: int) -> list[str]:
+        """Describe the ineligible allowed regions before region ``index`` in failover order."""
+        if self._views is None:
+            self._views = {v.index: v for v in self._model.configured}
+        views, entries, inside = self._views, self._model.entries, self._inside
+        out: list[str] = []
+        for i in self._order:
+            if i == index:
+                break
+            v = views.get(i)
+            if v is None or entries[i] is not None:
+                continue
+            if inside is None or v.region.name in inside:
+                out.append(f"{v.region.name} {_out_word(v)}")
+        if len(out) > 3:
+            out[3:] = [f"{len(out) - 3} more out"]
+        return out
+
+
+def _out_word(view: RegionView) -> str:
+    """Say in a word or two why an allowed region takes no traffic."""
+    state = view.status.state
+    if state in (RegionState.DOWN, RegionState.DRAINED):
+        return state.value
+    if view.region.admin_state is not AdminState.ACTIVE:
+        return view.region.admin_state.value
+    if view.region.weight <= 0:
+        return "at weight 0"
+    return "without capacity for the model"
 
 
 Entry = WeightedRegion | Weighed
@@ -280,7 +364,8 @@ def weigh_list(
     kept = {w.region: w.weight for w in previous if w.region in carriers and w.weight > 0}
     forced = sum([w.weight for w in previous]) - sum(kept.values())
     spill = list_spill(fleet.failover.spillover_headroom, kept, forced, damping)
-    weighed = _weigh(tiers, rtts, spill, lost + residency, residency)
+    passed = Passed(model, inside, order)
+    weighed = _weigh(tiers, rtts, spill, lost + residency, residency, passed)
     return ZoneList(weighed, "", carriers, kept)
 
 
@@ -339,6 +424,7 @@ def _weigh(
     spill: Spill,
     first_note: str,
     residency: str,
+    passed: Passed | None = None,
 ) -> list[Entry]:
     """Share one list's traffic over the tiers: the first takes it, later ones get spillover."""
     out: list[Entry] = []
@@ -371,9 +457,13 @@ def _weigh(
             if remaining - take > 1e-9:  # only a tier that is reached shows the note
                 names = [e.name for e in tier]
                 note = SpillNote(names, demand, goal, kept, ramp, residency)
+                if passed is not None:
+                    passed.full.append((names, demand, goal, kept, ramp))
         total = raw_total or 1.0
+        if passed is not None:
+            passed.reached.append([(e.name, t) for e, t in zip(tier, times, strict=True)])
         for e, r, t in zip(tier, raw, times, strict=True):
-            out.append(Weighed(e.view, take * r / total, t, tail))
+            out.append(Weighed(e.view, take * r / total, t, tail, passed, k))
         tail = note
         remaining -= take
         before -= had

@@ -109,6 +109,9 @@ class EndpointHandler:
             for m in live.endpoint.models
         ]  # fmt: skip
         self._models_body = msgspec.json.encode({"object": "list", "data": models})
+        # connection (aiohttp protocol) -> requests being handled on it: the ``refuse`` fault
+        # closes idle connections at once and busy ones after their request
+        self.busy: dict[object, int] = {}
         self.routes: dict[tuple[str, str], Handler] = {
             ("POST", "/v1/chat/completions"): self.chat,
             ("POST", "/v1/completions"): self.completions,
@@ -122,7 +125,14 @@ class EndpointHandler:
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         route = self.routes.get((request.method, request.path))
         if route is not None:
-            return await route(request)
+            connection, busy = request.protocol, self.busy
+            busy[connection] = busy.get(connection, 0) + 1
+            try:
+                return await route(request)
+            finally:
+                left = busy.pop(connection) - 1
+                if left > 0:
+                    busy[connection] = left
         if any(path == request.path for _, path in self.routes):
             return error_response(405, "method_not_allowed", f"{request.method} not allowed")
         return error_response(404, "not_found", f"no route {request.path}")

@@ -42,6 +42,7 @@ SHUTDOWN_TIMEOUT_S = 0.5  # streams still open when the server stops are cut aft
 class _Served:
     spec: EndpointSpec
     live: LiveEndpoint
+    handler: EndpointHandler
     server: web.Server
     runner: web.ServerRunner
     site: web.TCPSite | None
@@ -111,7 +112,7 @@ class SimServers:
         )
         runner = web.ServerRunner(server, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
-        served = _Served(spec, live, server, runner, None, spec.port)
+        served = _Served(spec, live, handler, server, runner, None, spec.port)
         self._served[spec.endpoint.name] = served
         await self._open(served)
 
@@ -162,8 +163,15 @@ class SimServers:
         if fault.kind is FaultKind.REFUSE and served.site is not None:
             site, served.site = served.site, None
             await site.stop()
-            for connection in served.server.connections:
-                connection.close()  # idle ones now; busy ones after their request
+            busy = served.handler.busy
+            for connection in list(served.server.connections):
+                if connection in busy:
+                    connection.close()  # after the request it is handling
+                else:
+                    # idle: close the socket now. ``close()`` alone only stops the idle
+                    # connection's wait for a next request, leaving the socket open: a client
+                    # reusing it would then wait for an answer that never comes.
+                    connection.force_close()
         elif fault.kind is not FaultKind.REFUSE and served.site is None:
             await self._open(served)
         if fault.duration_s is not None and fault.kind is not FaultKind.NONE:

@@ -15,8 +15,11 @@ from trafficmgr.routing.types import Fleet
 
 
 def describe_fleet_error(source: str, exc: FleetError) -> str:
-    """One line per problem, each naming the file, the path inside it and the line."""
-    lines = [f"{source}: invalid fleet file ({len(exc.issues)} problem(s))"]
+    """Name the file, the path inside it and the line: one line for one problem, else a
+    count followed by one line per problem."""
+    if len(exc.issues) == 1:
+        return f"{source}: {exc.issues[0]}"
+    lines = [f"{source}: invalid fleet file ({len(exc.issues)} problems)"]
     lines += [f"  {source}: {issue}" for issue in exc.issues]
     return "\n".join(lines)
 
@@ -31,6 +34,9 @@ def read_fleet(source: str) -> Fleet:
         raise CommandError(describe_fleet_error(source, exc)) from exc
     except OSError as exc:
         raise CommandError(f"{source}: cannot read the fleet file ({exc.strerror})") from exc
+    except (ValueError, RecursionError, MemoryError) as exc:  # a loader bug: still one line
+        reason = f"{type(exc).__name__}: {exc}"[:200]
+        raise CommandError(f"{source}: fleet: cannot read the fleet file ({reason})") from exc
 
 
 class Command(BaseCommand):

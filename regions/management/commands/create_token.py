@@ -14,8 +14,9 @@ from regions.models import AgentToken
 
 class Command(BaseCommand):
     help = (
-        "Create an API token (viewer, operator, admin) or an agent token bound to a "
-        "region's endpoints; print its secret alone on the last line."
+        "Create an API token (viewer, operator, admin), a client token for the gateway "
+        "(optionally of a tenant) or an agent token bound to a region's endpoints; print its "
+        "secret alone on the last line."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,13 +25,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--region", help="for agent tokens: the region whose endpoints it may report for"
         )
+        parser.add_argument("--tenant", default="", help="for client tokens: their tenant")
 
     def handle(self, *args: Any, **options: Any) -> None:
         actor = cli_actor()
         with acting_as(actor, "cli", "cli"):
             try:
                 token, secret = create_token(
-                    options["name"], options["role"], region=options["region"], created_by=actor
+                    options["name"],
+                    options["role"],
+                    region=options["region"],
+                    created_by=actor,
+                    tenant=options["tenant"],
                 )
             except DomainError as exc:
                 raise CommandError(exc.detail) from exc

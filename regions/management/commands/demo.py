@@ -2,6 +2,11 @@
 
 Migrates the database, applies the demo fleet, creates an operator login and an API
 token, and serves the ASGI app with daphne until Ctrl-C.
+
+The login and the token are kept in ``var/`` and survive a restart (``--rotate-credentials``
+issues new ones); the running demo's URL is in ``var/demo.json`` for ``manage.py drill`` and
+others; the log goes to ``var/demo.log`` so that the banner with the credentials stays on
+screen (``regions.management.demofiles``).
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from regions.access.issue import create_token
+from regions.access.tokens import hash_secret
 from regions.audit.trail import acting_as
 from regions.fleet.plan import apply_plan, plan_fleet
+from regions.management import demofiles
 from regions.management.commands.apply_fleet import read_fleet
+from regions.management.demofiles import Credentials
 from regions.models import ApiToken, Role
 from trafficmgr.fleetfile import parse_address
 
@@ -55,24 +63,19 @@ class Listen:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str
-    token: str
-
-
 def ensure_role_groups() -> dict[str, Group]:
     return {role: Group.objects.get_or_create(name=role)[0] for role in Role.values}
 
 
-def reset_operator_login() -> str:
-    """Create (or reset) the ``operator`` login in group operator; return its new password."""
+def reset_operator_login(password: str | None = None) -> str:
+    """Create (or reset) the ``operator`` login in group operator with ``password`` (a new one
+    when None); return the password."""
     groups = ensure_role_groups()
     user_model = get_user_model()
     user, _ = user_model.objects.get_or_create(username=DEMO_USER)
-    password = secrets.token_urlsafe(12)
-    user.set_password(password)
+    password = password or secrets.token_urlsafe(12)
+    if not user.check_password(password):  # leaves the sessions of an unchanged login alone
+        user.set_password(password)
     user.is_active = True
     user.save()
     user.groups.set([groups[Role.OPERATOR]])
@@ -86,6 +89,37 @@ def new_operator_token() -> str:
         old.save(update_fields=["revoked_at"])
     _, secret = create_token(DEMO_TOKEN, Role.OPERATOR, created_by="demo")
     return secret
+
+
+def kept_operator_token(secret: str) -> str:
+    """Keep the token of an earlier run: stored again if the database is new, replaced by a new
+    one if it was revoked (someone meant it) or is no operator token."""
+    row = ApiToken.objects.filter(key_hash=hash_secret(secret)).first()
+    if row is None:
+        ApiToken.objects.create(
+            name=DEMO_TOKEN,
+            role=Role.OPERATOR,
+            prefix=secret[:12],
+            key_hash=hash_secret(secret),
+            created_by="demo",
+        )
+        return secret
+    if row.revoked_at is None and row.role == Role.OPERATOR:
+        return secret
+    return new_operator_token()
+
+
+def demo_credentials(rotate: bool) -> Credentials:
+    """The operator login and token: the ones kept in ``var/`` unless ``rotate``."""
+    kept = None if rotate else demofiles.load_credentials()
+    if kept is None:
+        credentials = Credentials(DEMO_USER, reset_operator_login(), new_operator_token())
+    else:
+        credentials = Credentials(
+            DEMO_USER, reset_operator_login(kept.password), kept_operator_token(kept.token)
+        )
+    demofiles.save_credentials(credentials)
+    return credentials
 
 
 def allow_plain_http() -> None:
@@ -104,6 +138,9 @@ def check_free(listen: Listen) -> None:
             sock.bind((listen.host, listen.port))
         except OSError as exc:
             raise CommandError(f"cannot listen on {listen}: {exc.strerror}") from exc
+
+
+DEMO_TRACE = Path(settings.BASE_DIR) / "examples" / "traces" / "azure_code_2000.csv"
 
 
 class Command(BaseCommand):
@@ -126,7 +163,20 @@ class Command(BaseCommand):
             help="HOST:PORT of the GeoDNS server (default: %(default)s)",
         )
         parser.add_argument(
-            "--no-agents", action="store_true", help="do not start the simulated agents"
+            "--gateway",
+            default="127.0.0.1:8080",
+            help="HOST:PORT of the OpenAI-compatible gateway (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--no-agents",
+            action="store_true",
+            help="do not start the simulated agents (nor the clients replaying a trace)",
+        )
+        parser.add_argument(
+            "--rotate-credentials",
+            action="store_true",
+            help="issue a new operator password and API token (revoking the old token) instead "
+            "of keeping the ones in var/demo-credentials.json",
         )
         parser.add_argument(
             "--drill",
@@ -140,8 +190,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         self.http = Listen.parse(options["http"], "--http")
         self.dns = Listen.parse(options["dns"], "--dns")
+        self.gateway = Listen.parse(options["gateway"], "--gateway")
         self.agents = not options["no_agents"]
         self.fleet_file = options["fleet"]
+        self.rotate = bool(options["rotate_credentials"])
         self.drill = None
         if options["drill"]:
             from regions.drills.tasks import parse_drill_flag
@@ -153,13 +205,23 @@ class Command(BaseCommand):
             if not self.agents:
                 raise CommandError("--drill needs the simulated agents: drop --no-agents")
         self.system: Any = None
+        self.servers: Any = None
+        self.traffic: Any = None
         check_free(self.http)
+        check_free(self.gateway)
         self.credentials = self.prepare()
         self.serve()
 
     def prepare(self) -> Credentials:
         """Migrate, apply the fleet, and issue the operator login and token."""
+        from regions.demotraffic import serve_endpoints
+
         desired = read_fleet(self.fleet_file)
+        try:  # every endpoint served by a simulated server; the fleet names where
+            self.servers, desired = serve_endpoints(desired)
+        except OSError as exc:
+            raise CommandError(f"cannot start the simulated servers: {exc}") from exc
+        self.served_fleet = desired
         call_command("migrate", interactive=False, verbosity=0)
         from regions.drills.service import rollback_dangling_drills
 
@@ -169,15 +231,14 @@ class Command(BaseCommand):
             # The demo runs the file it was given, however far the stored fleet has drifted.
             plan = apply_plan(plan_fleet(desired), force=True)
             self.stdout.write(f"Fleet {self.fleet_file}: {plan.summary()}.")
-            password = reset_operator_login()
-            token = new_operator_token()
+            credentials = demo_credentials(self.rotate)
         self.zone = desired.zone
         self.endpoint_count = len(desired.endpoints())
         self.summary = (
             f"{len(desired.regions)} regions, {len(desired.endpoints())} endpoints, "
             f"models {', '.join(desired.models())}"
         )
-        return Credentials(DEMO_USER, password, token)
+        return credentials
 
     def serve(self) -> None:
         from daphne.endpoints import build_endpoint_description_strings
@@ -187,6 +248,8 @@ class Command(BaseCommand):
         allow_plain_http()
         from trafficmgr.asgi import application
 
+        self.log_file = demofiles.var_path(demofiles.LOG_FILE)
+        demofiles.log_to_file(self.log_file)
         server = Server(
             application=ASGIStaticFilesHandler(application),
             endpoints=build_endpoint_description_strings(host=self.http.host, port=self.http.port),
@@ -196,8 +259,13 @@ class Command(BaseCommand):
         try:
             server.run()
         finally:
+            demofiles.remove_run_file()
+            if self.traffic is not None:
+                self.traffic.stop()
             if self.system is not None:
                 self.system.stop()
+            if self.servers is not None:
+                self.servers.stop()
         if not server.listening_addresses:
             raise CommandError(f"the web server could not listen on {self.http}")
         self.stdout.write("trafficmgr demo stopped.")
@@ -213,8 +281,12 @@ class Command(BaseCommand):
             dns_host=self.dns.host,
             dns_port=self.dns.port,
             agents=self.agents,
+            metrics_urls={
+                e.name: f"http://{e.address}/metrics" for e in self.served_fleet.endpoints()
+            },
         )
         self.system.start()
+        self.start_traffic()
         from regions.drills import measure
 
         host = "127.0.0.1" if self.dns.host in {"0.0.0.0", "::"} else self.dns.host
@@ -231,12 +303,30 @@ class Command(BaseCommand):
                 out_dir=Path(settings.VAR_DIR) / "drills",
             )
 
+    def start_traffic(self) -> None:
+        """Start the gateway, and clients replaying a trace through it when agents run."""
+        from regions.demotraffic import DEMO_RATE_RPS, DemoRequestPath, client_token
+
+        with acting_as("demo", "cli", "cli"):
+            secret = client_token()
+        self.traffic = DemoRequestPath(
+            self.served_fleet,
+            self.gateway.host,
+            self.gateway.port,
+            secret,
+            DEMO_TRACE if self.agents else None,
+            rate_rps=DEMO_RATE_RPS,
+        )
+        self.gateway_url = self.traffic.start()
+        self.client_secret = secret
+
     def say(self, line: str) -> None:
         self.stdout.write(line)
         self.stdout.flush()
 
     def ready(self) -> None:
         self.start_system()
+        demofiles.write_run_file(self.http.url(), str(self.dns))
         self.banner()
 
     def banner(self) -> None:
@@ -251,6 +341,10 @@ class Command(BaseCommand):
             f"  API docs   {url}/api/docs/",
             f"  API token  {c.token}   (role operator)",
             f"  GeoDNS     {self.dns} (udp+tcp), zone {self.zone}",
+            f"  gateway    {self.gateway_url}  (OpenAI base URL)",
+            f"  client     {self.client_secret}   (a client token for the gateway)",
+            f"  servers    {self.endpoint_count} simulated inference servers on 127.0.0.1 "
+            "(vLLM's API and /metrics)",
             "  agents     "
             + (
                 f"{self.endpoint_count} simulated agents replaying a real trace"
@@ -258,6 +352,9 @@ class Command(BaseCommand):
                 else "off (--no-agents)"
             ),
             f"  loop       control-loop tick every {settings.TRAFFICMGR['TICK_SECONDS']:g} s",
+            f"  log        {self.log_file}   (here: warnings and errors only)",
+            f"  kept in    {demofiles.var_path(demofiles.CREDENTIALS_FILE)}: the same login and "
+            "token after a restart (--rotate-credentials for new ones)",
             "",
             "Try:",
             f"  curl {url}/healthz",
@@ -267,6 +364,10 @@ class Command(BaseCommand):
             f"  curl {auth} -X POST {url}/api/v1/route -H 'Content-Type: application/json' "
             '-d \'{"model": "llama-3-70b", "client_ip": "81.2.69.142", "input_tokens": 1800, '
             '"max_output_tokens": 256}\'',
+            f"  curl {self.gateway_url}/chat/completions -H 'Authorization: Bearer "
+            f"{self.client_secret}' -H 'Content-Type: application/json' "
+            '-d \'{"model": "llama-3-8b", "messages": [{"role": "user", "content": "hi"}], '
+            '"max_tokens": 16}\' -i',
             f"  dig @{self.dns.host} -p {self.dns.port} llama-3-70b.{self.zone} "
             "+subnet=81.2.69.0/24",
             f"  dig @{self.dns.host} -p {self.dns.port} llama-3-70b.{self.zone} TXT "

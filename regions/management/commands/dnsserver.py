@@ -6,7 +6,8 @@ read again every ``--fleet-poll`` seconds so configuration changes reach the ans
 GeoIP database, Redis and the state file default to the project's settings. Tables arrive
 from Redis when ``REDIS_URL`` is set (the control loop publishes them there); without it the
 server answers from the last persisted table or the static fleet, and ``--table-file``
-can feed it.
+can feed it. ``--metrics HOST:PORT`` serves every worker's counters as Prometheus text
+(``trafficmgr.dns.exporter``); ``deploy/prometheus.yml`` scrapes it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class Command(BaseCommand):
         def ready(server: DnsServer) -> None:
             host, port = server.address
             self.stdout.write(f"GeoDNS for {fleet.zone} on {host}:{port} (udp+tcp)")
+            if server.metrics_address is not None:
+                where, at = server.metrics_address
+                self.stdout.write(f"metrics on http://{where}:{at}/metrics")
 
         try:
             serve(fleet, config, ready, fleet_source=self._source(namespace.fleet))

@@ -6,8 +6,10 @@ reaches; the DNS server asked is ``--dns`` (default 127.0.0.1:5353), route probe
 ``--http`` when given. Remote (``--server URL --token T``): the control plane runs it; this
 command starts it, prints its progress and fetches the report. Without ``REDIS_URL`` the
 hot state lives inside the running demo's process, so the command goes remote to the demo
-(``--server``, default http://127.0.0.1:8000) with a short-lived operator token it issues
-in the shared database and revokes afterwards.
+with a short-lived operator token it issues in the shared database and revokes afterwards.
+The demo is found at ``--server``, else ``$TRAFFICMGR_SERVER``, else the URL the running
+demo wrote to ``var/demo.json`` (so ``demo --http 127.0.0.1:9000`` is found), else
+http://127.0.0.1:8000.
 
 Exit status: 0 pass, 1 fail, 2 aborted, 3 refused or invalid.
 """
@@ -31,8 +33,8 @@ from django.utils import timezone
 from regions.audit.trail import acting_as, cli_actor
 from regions.drills import service
 from regions.errors import DomainError
+from regions.management import demofiles
 
-DEMO_SERVER = "http://127.0.0.1:8000"
 EXIT = {"pass": 0, "fail": 1, "aborted": 2}
 
 
@@ -81,7 +83,12 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="past the guardrails (admin)")
         parser.add_argument("--json", metavar="OUT", help="write the report as JSON")
         parser.add_argument("--plot", metavar="OUT.png", help="draw the timeline as a PNG")
-        parser.add_argument("--server", metavar="URL", help="run it on this control plane")
+        parser.add_argument(
+            "--server",
+            metavar="URL",
+            help="run it on this control plane (default without REDIS_URL: $TRAFFICMGR_SERVER, "
+            "else the running demo's URL from var/demo.json, else http://127.0.0.1:8000)",
+        )
         parser.add_argument("--token", help="operator (or admin) API token for --server")
         parser.add_argument(
             "--dns",
@@ -174,11 +181,13 @@ class Command(BaseCommand):
         if not server or not token:
             if server and not token and getattr(settings, "REDIS_URL", ""):
                 raise CommandError("--server needs --token")
-            server = server or DEMO_SERVER
+            source = "--server"
+            if not server:
+                server, source = demofiles.server_url()
             issued, token = self.issue_token()
             self.stdout.write(
                 f"the hot state lives in the demo's process: running the drill "
-                f"through {server} with a temporary operator token"
+                f"through {server} (from {source}) with a temporary operator token"
             )
         client = DrillClient(server, token)
         try:

@@ -1,7 +1,17 @@
-"""A small, bounded schemathesis run over the configuration API (skipped without it).
+"""A bounded, deterministic schemathesis run over the whole API: the schema says what it does.
 
-Generated requests, valid and invalid by the schema, must never cause a 5xx, and every
-response must match what the schema says about its status, headers and body.
+Every operation under ``/api/v1/`` but those that revoke tokens (they would revoke the token the
+run uses) is fuzzed with requests valid and invalid by the schema, then the operations are
+chained statefully along the links schemathesis infers (create a region, then read, patch
+and delete it). Every check but ``positive_data_acceptance`` holds for every response: no
+5xx, only documented status codes, content types, headers and bodies, schema-violating input
+refused, 405 with ``Allow`` for other methods, 401 without the token, a created object
+readable, a deleted one gone. (Schema-valid data may still be refused: the schema's types
+are looser than the invariants — an address is "a string".)
+
+Bounded to finish in well under two minutes on two cores (about 25 s of CPU): ten examples
+per operation, no coverage phase (minutes of exhaustive cases), twenty stateful scenarios of
+up to eight calls. Derandomized, with no example database: every run sends the same requests.
 """
 
 from __future__ import annotations
@@ -16,14 +26,28 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 schemathesis = pytest.importorskip("schemathesis")
-from schemathesis.specs.openapi import checks  # noqa: E402
 
-# This module's routes only: collections, their items, and revoking a token.
-CONFIG_API = (
-    r"^/api/v1/(regions|endpoints|gpu-profiles|residency-rules|failover-policies|tokens|events"
-    r"|audit)/(\{[a-z_]+\}/)?$|^/api/v1/tokens/\{token_id\}/revoke/$"
+API_PATHS = r"^/api/v1/"
+# Revoking a token (DELETE, or POST .../revoke/) may revoke the one the run uses.
+TOKEN_REVOCATIONS = r"^/api/v1/tokens/\{token_id\}/(revoke/)?$"
+AGENT_PATHS = "/api/v1/heartbeats/"
+FUZZ = settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+STATEFUL = settings(
+    max_examples=20,
+    stateful_step_count=8,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
 )
 
 
@@ -31,11 +55,19 @@ def _load() -> Any:
     spec = json.loads(
         json.dumps(SchemaGenerator().get_schema(request=None, public=True), default=str)
     )
-    # Fuzzing only: the exhaustive coverage phase would take minutes on two cores.
     config = schemathesis.config.SchemathesisConfig.from_dict(
-        {"phases": {"coverage": {"enabled": False}}}
+        {
+            # The exhaustive coverage phase would take minutes on two cores.
+            "phases": {"coverage": {"enabled": False}},
+            # Every check but this one: schema-valid data may rightly be refused.
+            "checks": {"positive_data_acceptance": {"enabled": False}},
+        }
     )
-    loaded = schemathesis.openapi.from_dict(spec, config=config).include(path_regex=CONFIG_API)
+    loaded = (
+        schemathesis.openapi.from_dict(spec, config=config)
+        .include(path_regex=API_PATHS)
+        .exclude(path_regex=TOKEN_REVOCATIONS, method=["DELETE", "POST"])
+    )
     loaded.app = get_wsgi_application()
     return loaded
 
@@ -59,18 +91,59 @@ def _keep_test_connection() -> Iterator[None]:
         request_finished.connect(close_old_connections)
 
 
-@pytest.mark.django_db
-@schema.parametrize()
-@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-def test_config_api_conforms_to_its_schema(case: Any, world: Any, make_client: Any) -> None:
-    client = make_client("admin", name="fuzz")
-    headers = {
-        "Authorization": f"Bearer {client.token_secret}",
+@pytest.fixture
+def credentials(world: Any, make_client: Any) -> dict[str, str]:
+    """Bearer headers: an admin token, and an agent token of eu-west for heartbeats."""
+    return {
+        "admin": make_client("admin", name="fuzz").token_secret,
+        "agent": make_client("agent", region="eu-west", name="fuzz-agent").token_secret,
+    }
+
+
+def headers_for(case: Any, credentials: dict[str, str]) -> dict[str, str]:
+    role = "agent" if case.operation.path.startswith(AGENT_PATHS) else "admin"
+    return {
+        "Authorization": f"Bearer {credentials[role]}",
         "X-Forwarded-Proto": "https",  # behind TLS, as deployed: no redirect to https
     }
-    case.call_and_validate(
-        headers=headers,
-        # The schema's types are looser than the invariants (an address is "a string"),
-        # so schema-valid data may rightly be refused with a 400.
-        excluded_checks=[checks.positive_data_acceptance],
-    )
+
+
+def test_the_run_covers_the_api() -> None:
+    """The filters leave every operation but the revocations (a regression guard)."""
+    labels = {
+        result.ok().label for result in schema.get_all_operations() if result.ok() is not None
+    }
+    assert len(labels) >= 50, sorted(labels)
+    assert "DELETE /api/v1/tokens/{token_id}/" not in labels
+    assert "POST /api/v1/tokens/{token_id}/revoke/" not in labels
+    assert {"POST /api/v1/route", "POST /api/v1/heartbeats/", "GET /api/v1/fleet/export"} <= labels
+    schema.as_state_machine()  # infers the links between operations (create → read → delete)
+    assert schema.statistic.transitions.total >= 50
+
+
+@pytest.mark.django_db
+@schema.parametrize()
+@FUZZ
+def test_every_operation_conforms_to_its_schema(case: Any, credentials: dict[str, str]) -> None:
+    case.call_and_validate(headers=headers_for(case, credentials))
+
+
+@pytest.mark.django_db
+def test_chained_operations_conform_to_the_schema(credentials: dict[str, str]) -> None:
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"headers": headers_for(case, credentials)}
+
+        def validate_response(
+            self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any
+        ) -> None:
+            # Say which headers carried the token, so that the auth checks leave them out.
+            case.validate_response(
+                response,
+                additional_checks=additional_checks,
+                headers=kwargs.get("headers"),
+                transport_kwargs=kwargs,
+                recorder=self.recorder,
+            )
+
+    run_state_machine_as_test(Workflow, settings=STATEFUL)

@@ -88,8 +88,30 @@ INVALID_EDITS = {
     ),
     "residency empty clients": (
         setter(("residency", 0, "clients"), {"countries": []}),
-        "residency[0].clients: a residency rule must name client countries or continents",
+        "residency[0].clients: a residency rule must name client countries, country sets or "
+        "continents",
     ),
+    "residency unknown country set": (
+        setter(("residency", 0, "clients"), {"sets": ["EEA", "EUROPE"]}),
+        "residency[0].clients.sets[1]: unknown country set 'EUROPE' (known: ASEAN, EEA,",
+    ),
+    "residency country set not a string": (
+        setter(("residency", 0, "clients"), {"sets": [["EEA"]]}),
+        "residency[0].clients.sets[0]: expected a non-empty string, got list",
+    ),
+    "slo negative objective": (
+        setter(("slo",), {"ttft_p99_ms": -5}),
+        "slo.ttft_p99_ms: -5 out of range",
+    ),
+    "slo unknown model": (
+        setter(("slo",), {"models": {"gpt-9": {"ttft_p99_ms": 2000}}}),
+        "slo.models.gpt-9: no endpoint serves model 'gpt-9'",
+    ),
+    "slo objective not a number": (
+        setter(("slo",), {"models": {"llama-3-70b": {"ttft_p99_ms": "fast"}}}),
+        "slo.models.llama-3-70b.ttft_p99_ms: expected a number, got str",
+    ),
+    "slo unknown key": (setter(("slo",), {"ttft_p50_ms": 500}), "slo.ttft_p50_ms: unknown key"),
     "residency no regions": (
         setter(("residency", 0, "regions"), []),
         "residency[0].regions: a residency rule must allow",

@@ -1,10 +1,16 @@
 // Operator actions through the REST API with the session: each fetches its plan first
 // (?dry_run=1), shows it, asks for confirmation, then applies; a 409 shows the refusal.
+//
+// A plan's "before" is the live table this page shows, not the API's own "before" (a table
+// compiled afresh, without the shift limit and slow start of the published one): the figures
+// in the dialog must match the routing table under it. "After" is what the next tick would
+// compile with the change; what moves is measured between the two, as the engine measures it.
 
 import { esc, pct, tokens } from "./format.js";
 import { zoneLabel } from "./geo.js";
+import { CHANGED } from "./routing.js";
 import { badge } from "./states.js";
-import { state } from "./store.js";
+import { clientZone, models, state } from "./store.js";
 
 const VERBS = { drain: "Drain", undrain: "Undrain", weight: "Change weight of" };
 
@@ -13,11 +19,58 @@ function csrfToken() {
 }
 
 function entries(list) {
-  return list.length ? list.map((w) => `${esc(w.region)} ${pct(w.weight)}`).join(", ") : "none";
+  return list.length ? list.map((w) => `${esc(w.region)} ${pct(w.weight, 1)}`).join(", ") : "none";
 }
 
-export function planHtml(plan, canForce) {
-  const parts = [`<p><strong>${pct(plan.moved_share, 1)}</strong> of all client traffic moves.</p>`];
+// The share of a list's traffic that moves from ``before`` to ``after`` (half the L1 distance;
+// all of it to or from an empty list), as trafficmgr/routing/table_diff.py measures it.
+export function movedBetween(before, after) {
+  if (!before.length || !after.length) return before.length || after.length ? 1 : 0;
+  const a = new Map(before.map((w) => [w.region, w.weight]));
+  const b = new Map(after.map((w) => [w.region, w.weight]));
+  let moved = 0;
+  for (const region of new Set([...a.keys(), ...b.keys()])) {
+    moved += Math.abs((a.get(region) ?? 0) - (b.get(region) ?? 0));
+  }
+  return Math.min(1, moved / 2);
+}
+
+// The plan's moves with "before" taken from the live table (when the page has one).
+export function liveMoves(plan, live) {
+  return plan.moves.map((m) => {
+    if (!live?.zones) return m;
+    const before = (live.zones[m.zone]?.[m.model] || []).map((w) => ({ region: w.region, weight: w.weight }));
+    return { ...m, before, moved: movedBetween(before, m.after) };
+  });
+}
+
+// The share of all client traffic that moves: client shares weigh their zone's lists, each
+// model alike (every list alike without a client mix), as regions/loop/actions.py weighs it.
+export function movedShare(moves, live, clients = state.clients, names = models()) {
+  const moved = new Map(moves.map((m) => [`${m.zone}|${m.model}`, m.moved]));
+  if (!live?.zones || !names.length) return null;
+  if (clients.length) {
+    let total = 0, share = 0;
+    for (const c of clients) {
+      total += c.share;
+      const zone = clientZone(c, live);
+      if (zone === null) continue;
+      share += c.share * names.reduce((sum, m) => sum + (moved.get(`${zone}|${m}`) ?? 0), 0) / names.length;
+    }
+    return total ? share / total : 0;
+  }
+  const lists = Object.entries(live.zones).flatMap(([z, ls]) => Object.keys(ls).map((m) => `${z}|${m}`));
+  return lists.length ? lists.reduce((sum, k) => sum + (moved.get(k) ?? 0), 0) / lists.length : 0;
+}
+
+export function planHtml(plan, canForce, live = state.table) {
+  const moves = liveMoves(plan, live).filter((m) => m.moved > 0).sort((a, b) => b.moved - a.moved);
+  const share = live?.zones ? movedShare(moves, live) : plan.moved_share;
+  const parts = [`<p><strong>${pct(share, 1)}</strong> of all client traffic moves.</p>`];
+  if (live?.version) {
+    parts.push(`<p class="muted">Before: the live table <code>${esc(live.version)}</code> shown on ` +
+      `this page; after: what the next tick compiles with the change.</p>`);
+  }
   if (plan.refusals.length) {
     parts.push(`<div class="warn" role="note"><strong>The safety valve refuses this change:</strong>` +
       `<ul>${plan.refusals.map((r) => `<li>${esc(r)}</li>`).join("")}</ul>` +
@@ -27,12 +80,13 @@ export function planHtml(plan, canForce) {
     parts.push(`<p>Region states: ${plan.regions.map((r) => `${esc(r.region)} ${badge(r.before || "unknown")} → ` +
       `${badge(r.after || "unknown")}`).join("; ")}</p>`);
   }
-  const moves = [...plan.moves].sort((a, b) => b.moved - a.moved);
   if (moves.length) {
-    parts.push(`<div class="scroll"><table class="grid compact"><thead><tr><th scope="col">Zone / model</th>` +
+    parts.push(`<div class="scroll"><table class="grid compact stack"><thead><tr><th scope="col">Zone / model</th>` +
       `<th scope="col">Moves</th><th scope="col">Before</th><th scope="col">After</th></tr></thead><tbody>` +
-      moves.slice(0, 12).map((m) => `<tr><th scope="row">${esc(zoneLabel(m.zone))} / ${esc(m.model)}</th>` +
-        `<td>${pct(m.moved, 1)}</td><td>${entries(m.before)}</td><td>${entries(m.after)}</td></tr>`).join("") +
+      moves.slice(0, 12).map((m) => `<tr data-zone="${esc(m.zone)}" data-model="${esc(m.model)}">` +
+        `<th scope="row">${esc(zoneLabel(m.zone))} / ${esc(m.model)}</th>` +
+        `<td data-label="Moves">${pct(m.moved, 1)}</td><td data-label="Before" class="before">${entries(m.before)}</td>` +
+        `<td data-label="After">${entries(m.after)}</td></tr>`).join("") +
       `</tbody></table></div>${moves.length > 12 ? `<p class="muted">and ${moves.length - 12} more lists</p>` : ""}`);
   } else {
     parts.push(`<p>No routing list changes.</p>`);
@@ -150,6 +204,15 @@ export class Actions {
     confirm.focus();
   }
 
+  // A new live table while a plan is open: its "before" follows the table under the dialog.
+  refresh() {
+    const change = this.current;
+    if (!change?.plan || !this.dialog.open) return;
+    const force = this.q("action-force")?.checked;
+    this.q("action-plan").innerHTML = planHtml(change.plan, state.user?.can_configure);
+    if (force && this.q("action-force")) this.q("action-force").checked = true;
+  }
+
   explain(status, doc) {
     if (status === 403) return `Refused: your role may not do this. ${doc.detail || ""}`;
     if (status === 409) return `Refused by the control plane: ${doc.detail || "conflict"}`;
@@ -169,6 +232,7 @@ export class Actions {
     if (status === 200) {
       this.dialog.close();
       const what = `${change.verb} ${change.kind} ${change.target}`;
+      if (doc.applied) document.dispatchEvent(new CustomEvent(CHANGED, { detail: `${what} applied` }));
       this.notify(doc.applied
         ? `Applied: ${what}; ${pct(doc.plan.moved_share)} of traffic moves over the next ticks.`
         : `Nothing to do: ${what} is already in effect.`);

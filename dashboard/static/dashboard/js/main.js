@@ -2,6 +2,7 @@
 
 import { Actions } from "./actions.js";
 import { LineChart } from "./charts.js";
+import { DrillsView } from "./drills.js";
 import { clock, duration, esc } from "./format.js";
 import { EventsView } from "./events.js";
 import { FleetMap } from "./map.js";
@@ -66,6 +67,9 @@ function render() {
   views.card.update();
   views.routing.update(parts);
   views.events.update(parts);
+  views.drills.update(parts);
+  if (parts.has("table") || parts.has("all")) views.actions?.refresh();
+  drawDrillBanner();
   drawCharts();
   if (firstRender) {
     firstRender = false;
@@ -74,6 +78,20 @@ function render() {
     const first = regionNames()[0];
     if (first && !views.card.name) select(first);
   }
+}
+
+// The header's drill banner: while a drill runs, whatever it does to its region is practice.
+function drawDrillBanner() {
+  const banner = $("drill-banner");
+  const active = state.drills.active;
+  banner.hidden = active.length === 0;
+  document.body.classList.toggle("drill-running", active.length > 0);
+  setHtml(banner, active.map((d) => {
+    const phase = d.progress?.phase || d.status;
+    return `<span class="drill-flag" data-drill="${esc(d.id)}">Drill ${esc(d.id)} under way: ${esc(d.kind)} ` +
+      `on ${esc(d.target)} (${esc(phase)}). ${esc(d.region)} is marked “drill”: practice, not an outage. ` +
+      `<a href="#drills-panel">Follow it</a></span>`;
+  }).join(""));
 }
 
 function schedule(parts) {
@@ -124,6 +142,7 @@ function start(world) {
       list: $("events"), kind: $("ev-kind"), severity: $("ev-severity"),
       region: $("ev-region"), text: $("ev-text"),
     }),
+    drills: new DrillsView({ root: $("drills-panel"), api: boot.api, toast: $("toast") }),
     util: new LineChart($("chart-util"), { label: "GPU utilisation by region, last ten minutes" }),
     share: new LineChart($("chart-share"), { label: "Traffic share by region, last ten minutes" }),
   };

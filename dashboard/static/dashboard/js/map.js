@@ -147,19 +147,21 @@ export class FleetMap {
     names.forEach((name, i) => {
       const row = state.regions.get(name);
       const status = regionStatus(name);
-      const s = STATES[stateOf(status.state)];
+      const shown = stateOf(status.shown);
+      const s = STATES[shown];
       let m = this.markers.get(name);
       if (!m) m = this.createMarker(name);
       [m.x, m.y] = this.project(row.lon, row.lat);
       const r = 5 + 11 * Math.sqrt(caps[i] / maxCap);
       m.shape.setAttribute("d", shapePath(s.shape, r));
       m.halo.setAttribute("r", (r + 6).toFixed(1));
-      m.g.setAttribute("class", `marker state-${stateOf(status.state)}${name === this.selected ? " selected" : ""}`);
-      m.g.dataset.state = stateOf(status.state);
+      m.g.setAttribute("class", `marker state-${shown}${name === this.selected ? " selected" : ""}`);
+      m.g.dataset.state = shown;
       const share = trafficShare(name, this.model);
-      m.g.setAttribute("aria-label", `${name}: ${s.label}, ${pct(share)} of traffic`);
+      const label = status.drill ? `drill (${status.state})` : s.label;
+      m.g.setAttribute("aria-label", `${name}: ${label}, ${pct(share)} of traffic`);
       m.name.textContent = name;
-      m.state.textContent = s.label;
+      m.state.textContent = label;
       // Labels go above the marker unless that hides a label already placed.
       const box = { x0: m.x - 34, x1: m.x + 34, y0: m.y - r - 26, y1: m.y - r };
       const above = !boxes.some((b) => b.x0 < box.x1 && box.x0 < b.x1 && b.y0 < box.y1 && box.y0 < b.y1);
@@ -198,7 +200,8 @@ export class FleetMap {
     const status = regionStatus(name);
     const fig = regionFigures(name);
     const since = status.since ? duration(serverNow() - status.since) : "—";
-    this.tip.innerHTML = `<strong>${esc(name)}</strong> ${badge(status.state)}` +
+    const label = status.drill ? `drill · ${status.state}` : undefined;
+    this.tip.innerHTML = `<strong>${esc(name)}</strong> ${badge(status.shown, label)}` +
       `<div>for ${since} · ${pct(trafficShare(name, this.model))} of traffic</div>` +
       `<div>GPU ${fig.util === null ? "—" : `${fig.util.toFixed(0)}%`} · headroom ${pct(status.headroom)}` +
       ` · ${fig.healthy}/${fig.total} endpoints healthy</div>` +

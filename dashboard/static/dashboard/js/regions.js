@@ -4,8 +4,13 @@ import { LineChart } from "./charts.js";
 import { clock, duration, esc, gib, ms, num, pct, stamp, tokens } from "./format.js";
 import { badge, endpointState } from "./states.js";
 import {
-  endpointsOf, nominal, regionFigures, regionNames, regionStatus, serverNow, state, trafficShare,
+  drillOnEndpoint, endpointsOf, nominal, regionFigures, regionNames, regionStatus, serverNow, state,
+  trafficShare,
 } from "./store.js";
+
+// Column names, repeated on each cell (data-label) for the phone layout, where rows stack.
+const COLUMNS = ["Region", "State", "Since", "GPU util", "GPU mem", "Queue", "KV cache",
+  "TTFT p50 / p99", "Headroom", "Capacity", "Traffic", "Endpoints", "Actions"];
 
 function actionButton(verb, kind, target, text) {
   return `<button type="button" class="small" data-action="${verb}" data-kind="${kind}" ` +
@@ -64,7 +69,10 @@ export class RegionsTable {
       if (!tr) {
         tr = document.createElement("tr");
         tr.dataset.region = name;
-        for (let i = 0; i < cols; i += 1) tr.appendChild(document.createElement("td"));
+        for (let i = 0; i < cols; i += 1) {
+          const td = tr.appendChild(document.createElement("td"));
+          td.dataset.label = COLUMNS[i];
+        }
         this.rows.set(name, tr);
       }
       this.body.appendChild(tr); // keeps the rows sorted
@@ -73,9 +81,13 @@ export class RegionsTable {
       const fig = regionFigures(name);
       const c = tr.cells;
       setHtml(c[0], `<button type="button" class="link" data-select="${esc(name)}">${esc(name)}</button>`);
-      setHtml(c[1], badge(status.state));
-      c[1].dataset.state = status.state;
-      setHtml(c[2], `<span title="${esc(stamp(status.since))}">${sinceText(status.since)}</span>`);
+      setHtml(c[1], stateCell(status));
+      c[1].dataset.state = status.shown;
+      c[1].dataset.machine = status.state;
+      if (status.drill) c[1].dataset.drill = status.drill.id;
+      else delete c[1].dataset.drill;
+      setHtml(c[2], `<span title="${esc(stamp(status.since))}">${sinceText(status.since)}</span>` +
+        `<div class="sub stamp">${esc(stamp(status.since))}</div>`);
       setHtml(c[3], fig.util === null ? "—" : `${fig.util.toFixed(0)}%`);
       setHtml(c[4], fig.memTotal ? `${gib(fig.memUsed)}<div class="sub">of ${gib(fig.memTotal)}</div>` : "—");
       setHtml(c[5], fig.waiting === null ? "—"
@@ -93,6 +105,21 @@ export class RegionsTable {
   }
 }
 
+// A region's state with its reason (shown under it on phones, where the card is far away);
+// under a drill, "drill" and what the drill does to it, never a bare "down".
+export function stateCell(status) {
+  const label = status.drill ? `drill · ${status.state}` : undefined;
+  return `${badge(status.shown, label)}<div class="sub reason">${esc(status.reason)}</div>`;
+}
+
+export function drillNote(drill) {
+  if (!drill) return "";
+  const phase = drill.progress?.phase || drill.status;
+  return `<p class="drill-note" role="note"><strong>Drill ${esc(drill.id)} under way here</strong>: ` +
+    `${esc(drill.kind)} on ${esc(drill.target)} (${esc(phase)}). Its fault is practice, not an ` +
+    `outage. <a href="#drills-panel">Follow it in Drills</a></p>`;
+}
+
 export class RegionCard {
   constructor(root) {
     this.root = root;
@@ -105,7 +132,7 @@ export class RegionCard {
     this.root.innerHTML = `<div class="card-head"></div><dl class="figures"></dl>` +
       `<div class="spark-wrap"><span class="muted">GPU utilisation, recent minutes</span>` +
       `<div class="spark"></div></div><div class="card-models"></div>` +
-      `<div class="scroll"><table class="grid endpoints"><thead><tr><th scope="col">Endpoint</th>` +
+      `<div class="scroll"><table class="grid endpoints stack"><thead><tr><th scope="col">Endpoint</th>` +
       `<th scope="col">State</th><th scope="col">GPU · KV</th><th scope="col">Queue · TTFT</th>` +
       `${state.user?.can_act ? '<th scope="col">Actions</th>' : ""}</tr></thead>` +
       `<tbody></tbody></table></div><div class="card-actions"></div>`;
@@ -127,7 +154,9 @@ export class RegionCard {
     const status = regionStatus(name);
     const fig = regionFigures(name);
     const q = (sel) => this.root.querySelector(sel);
-    setHtml(q(".card-head"), `<h3>${esc(name)} ${badge(status.state)}</h3>` +
+    const shownLabel = status.drill ? `drill · ${status.state}` : undefined;
+    setHtml(q(".card-head"), `<h3>${esc(name)} ${badge(status.shown, shownLabel)}</h3>` +
+      drillNote(status.drill) +
       `<p>${esc(row.country)} · since ${esc(clock(status.since))} (for ${sinceText(status.since)})` +
       `${status.paused ? " · <strong>failover paused</strong>" : ""}</p>` +
       `<p class="muted reason">${esc(status.reason)}</p>`);
@@ -158,8 +187,10 @@ export class RegionCard {
     const html = endpointsOf(this.name).map((e) => {
       const live = state.live.endpoints?.[e.name];
       const st = endpointState(e, live);
+      const drill = drillOnEndpoint(e.name);
+      const shown = drill && st.state !== "drained" ? { state: "drill", label: `drill · ${st.label}` } : st;
       const acts = state.user?.can_act
-        ? `<td>${e.admin_state === "active"
+        ? `<td data-label="Actions">${e.admin_state === "active"
           ? actionButton("drain", "endpoint", e.name, "Drain…")
           : actionButton("undrain", "endpoint", e.name, "Undrain…")}</td>` : "";
       const util = live?.gpu_util_pct === null || live?.gpu_util_pct === undefined
@@ -167,11 +198,12 @@ export class RegionCard {
       const mem = live?.mem_total_mb ? `${gib(live.mem_used_mb)} / ${gib(live.mem_total_mb)}` : "";
       const queue = live?.waiting === undefined ? "—" : `${num(live.waiting)} waiting`;
       const ttft = live?.ttft_p50_ms === undefined ? "" : `${ms(live.ttft_p50_ms)} / ${ms(live.ttft_p99_ms)}`;
-      return `<tr data-endpoint="${esc(e.name)}"><th scope="row" title="${esc(e.models.join(", "))}">` +
-        `${esc(e.name)}<div class="sub">${esc(e.gpu)} × ${e.gpus}</div></th>` +
-        `<td title="${esc(live?.reason || "")}">${badge(st.state, st.label)}</td>` +
-        `<td>${util} · KV ${pct(live?.kv_cache_usage)}<div class="sub">${mem}</div></td>` +
-        `<td>${queue}<div class="sub">${ttft}</div></td>${acts}</tr>`;
+      return `<tr data-endpoint="${esc(e.name)}"><th scope="row">` +
+        `${esc(e.name)}<div class="sub">${esc(e.gpu)} × ${e.gpus} · ${esc(e.models.join(", "))}</div></th>` +
+        `<td data-label="State" data-state="${shown.state}">${badge(shown.state, shown.label)}` +
+        `${live?.reason ? `<div class="sub why">${esc(live.reason)}</div>` : ""}</td>` +
+        `<td data-label="GPU · KV">${util} · KV ${pct(live?.kv_cache_usage)}<div class="sub">${mem}</div></td>` +
+        `<td data-label="Queue · TTFT">${queue}<div class="sub">${ttft}</div></td>${acts}</tr>`;
     }).join("");
     setHtml(body, html);
   }

@@ -8,9 +8,11 @@ export const STATES = {
   recovering: { label: "recovering", shape: "diamond", color: "#0072B2" },
   drained: { label: "drained", shape: "square", color: "#666666" },
   unknown: { label: "unknown", shape: "ring", color: "#888888" },
+  // A drill under way: whatever the drill does to the region is practice, not an outage.
+  drill: { label: "drill", shape: "hexagon", color: "#CC79A7" },
 };
 
-export const STATE_ORDER = ["healthy", "degraded", "recovering", "down", "drained", "unknown"];
+export const STATE_ORDER = ["healthy", "degraded", "recovering", "down", "drained", "drill", "unknown"];
 
 export function stateOf(name) {
   return STATES[name] ? name : "unknown";
@@ -37,6 +39,11 @@ export function shapePath(shape, r) {
     case "square": {
       const s = r * 0.9;
       return `M${f(-s)},${f(-s)}H${f(s)}V${f(s)}H${f(-s)}Z`;
+    }
+    case "hexagon": {
+      const h = r * 1.1, w = h * 0.866;
+      return `M0,${f(-h)}L${f(w)},${f(-h / 2)}L${f(w)},${f(h / 2)}L0,${f(h)}` +
+        `L${f(-w)},${f(h / 2)}L${f(-w)},${f(-h / 2)}Z`;
     }
     default: // circle and ring
       return `M${f(-r)},0A${f(r)},${f(r)} 0 1,0 ${f(r)},0A${f(r)},${f(r)} 0 1,0 ${f(-r)},0Z`;

@@ -24,6 +24,7 @@ export const state = {
   eventIds: new Set(),
   history: [],
   diffs: [],
+  drills: { active: [], recent: [] }, // under way (with progress), and the last ones
   util: new Map(), // region -> [[t, share 0..1], ...]
   share: new Map(), // "model|region" -> [[t, share], ...]; model "" = all models
   skew: 0, // server clock minus local clock, seconds
@@ -118,6 +119,7 @@ export function apply(msg) {
       state.eventIds = new Set();
       addEvents(msg.events);
       state.history = msg.history;
+      state.drills = msg.drills || { active: [], recent: [] };
       state.ready = true;
       noteData(msg.live.at, msg.live.server_time);
       if (msg.live.at) recordSamples(msg.live.at);
@@ -159,6 +161,10 @@ export function apply(msg) {
       applyConfig(msg);
       emit(["config"]);
       break;
+    case "drills.update":
+      state.drills = { active: msg.active || [], recent: msg.recent || [] };
+      emit(["drills"]);
+      break;
     default:
       break;
   }
@@ -190,11 +196,26 @@ export function nominal(region) {
   return total;
 }
 
+// The drill under way on a region (pending or running), or null: while it lasts, the region
+// is shown as "drill" rather than as the outage the drill causes on purpose.
+export function drillOn(region) {
+  return state.drills.active.find((d) => d.region === region) ?? null;
+}
+
+// The drill under way on an endpoint's region that touches that endpoint, or null.
+export function drillOnEndpoint(endpoint) {
+  return state.drills.active.find((d) => (d.endpoints || []).includes(endpoint)) ?? null;
+}
+
 export function regionStatus(name) {
   const published = state.table?.regions?.[name];
   const machine = state.live.regions?.[name];
+  const drill = drillOn(name);
+  const current = published?.state ?? machine?.state ?? "unknown";
   return {
-    state: published?.state ?? machine?.state ?? "unknown",
+    state: current,
+    shown: drill ? "drill" : current, // what the page draws: a drill is no outage
+    drill,
     since: epoch(published?.since) ?? machine?.since ?? null,
     headroom: published?.headroom ?? null,
     capacity: published?.capacity ?? null,

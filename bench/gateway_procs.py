@@ -1,0 +1,218 @@
+"""The processes of the gateway benchmarks: simulated servers, the gateway, vLLM Router.
+
+Shared by ``bench/gateway_traces.py`` and ``bench/gateway_faults.py`` so that every
+benchmark starts each peer the same way: the simulated fleet in one process (``python -m
+trafficmgr.simserver``, free ports, the bound addresses read back from ``--write-addresses``),
+the gateway (``python -m trafficmgr.gateway`` over a copy of the fleet file pointing at those
+ports, loopback a trusted proxy) and vLLM Router (the PyPI wheel's ``vllm-router``, one
+process per pool). Routers are pinned to core 0, the simulated servers and the load
+generator to core 1 (``taskset``, when it exists), as ``bench/gateway_overhead.py`` does.
+On a machine shared with other work they also run at a higher priority (``nice -n -10``, when
+the benchmark runs as root; ``BENCH_NICE=0`` turns it off), the same for every peer, so that
+the others' load delays every target less.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from trafficmgr.fleetdump import dump_fleet
+from trafficmgr.fleetfile import load_fleet_file
+from trafficmgr.routing.types import Fleet
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "bench-token"
+ROUTER_CPU = "0"
+SIM_CPU = "1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+NICE = int(os.environ.get("BENCH_NICE", "-10"))
+
+
+def pinned(cmd: list[str], cpu: str | None) -> list[str]:
+    if cpu is not None and shutil.which("taskset"):
+        cmd = ["taskset", "-c", cpu, *cmd]
+    if NICE and os.geteuid() == 0 and shutil.which("nice"):
+        cmd = ["nice", "-n", str(NICE), *cmd]
+    return cmd
+
+
+def start(cmd: list[str], cpu: str | None, log: Path | None = None) -> subprocess.Popen[bytes]:
+    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+    return subprocess.Popen(pinned(cmd, cpu), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def wait_ready(port: int, path: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                if s.recv(64).startswith(b"HTTP/1.1 2"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing ready on port {port}{path}")
+
+
+def with_addresses(fleet: Fleet, addresses: dict[str, str]) -> Fleet:
+    """Return the fleet with each endpoint's address replaced by where it is served."""
+    regions = tuple(
+        replace(
+            r,
+            endpoints=tuple(
+                replace(e, address=addresses.get(e.name, e.address)) for e in r.endpoints
+            ),
+        )
+        for r in fleet.regions
+    )
+    return replace(fleet, regions=regions)
+
+
+@contextmanager
+def simulated_fleet(
+    fleet_path: str, time_scale: float, extra: Sequence[str] = ()
+) -> Iterator[tuple[Fleet, Path, dict[str, str]]]:
+    """Serve every endpoint of the fleet; yield (fleet on loopback, its file, addresses)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp) / "addresses.json"
+        cmd = [sys.executable, "-m", "trafficmgr.simserver", "--fleet", fleet_path,
+               "--base-port", "0", "--time-scale", f"{time_scale:g}",
+               "--write-addresses", str(where), *extra]  # fmt: skip
+        proc = start(cmd, SIM_CPU, Path(tmp) / "simserver.log")
+        try:
+            deadline = time.monotonic() + 60
+            while not where.exists() or not where.read_text().strip():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((Path(tmp) / "simserver.log").read_text()[-2000:])
+                time.sleep(0.1)
+            time.sleep(0.2)
+            addresses: dict[str, str] = {
+                name: a if isinstance(a, str) else f"{a[0]}:{a[1]}"
+                for name, a in json.loads(where.read_text()).items()
+            }
+            fleet = with_addresses(load_fleet_file(fleet_path), addresses)
+            path = Path(tmp) / "fleet.yaml"
+            path.write_text(dump_fleet(fleet))
+            for address in addresses.values():
+                wait_ready(int(address.rsplit(":", 1)[1]), "/health")
+            yield fleet, path, addresses
+        finally:
+            stop(proc)
+
+
+@contextmanager
+def gateway(fleet_file: Path, *args: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """Run ``python -m trafficmgr.gateway`` over the fleet file; yield (port, process).
+
+    Its first-byte timeout is vLLM Router's request timeout (1,800 s): a slowed-down
+    simulation must not turn a long queue into a retry on one peer and a wait on the other.
+    """
+    port = free_port()
+    cmd = [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet_file),
+           "--listen", f"127.0.0.1:{port}", "--token", TOKEN,
+           "--trusted-proxy", "127.0.0.1", "--first-byte-timeout", "1800", *args]  # fmt: skip
+    proc = start(cmd, ROUTER_CPU)
+    try:
+        wait_ready(port, "/healthz")
+        yield port, proc
+    finally:
+        stop(proc)
+
+
+def router_binary(given: str | None) -> str | None:
+    """Return vLLM Router's binary: given, on PATH, or installed by bench/vllm_router_env.sh."""
+    if given:
+        return given
+    found = shutil.which("vllm-router")
+    if found:
+        return found
+    local = ROOT / "var" / "vllm-router-venv" / "bin" / "vllm-router"
+    return str(local) if local.exists() else None
+
+
+@contextmanager
+def vllm_routers(
+    binary: str, pools: dict[str, list[str]], policy: str
+) -> Iterator[tuple[dict[str, int], list[subprocess.Popen[bytes]]]]:
+    """Run one vLLM Router per pool (name → worker addresses); yield pool → port."""
+    ports: dict[str, int] = {}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, workers in pools.items():
+            port = free_port()
+            cmd = [binary, "--host", "127.0.0.1", "--port", str(port), "--policy", policy,
+                   "--worker-urls", *(f"http://{w}" for w in workers),
+                   "--log-level", "error", "--prometheus-port", str(free_port())]  # fmt: skip
+            procs.append(start(cmd, ROUTER_CPU))
+            ports[name] = port
+        for port in ports.values():
+            wait_ready(port, "/health")
+        yield ports, procs
+    finally:
+        for proc in procs:
+            stop(proc)
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time (user + system) a process has used; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def simserver_pid(addresses: dict[str, str]) -> list[int]:
+    """Return the pid of the process listening on the first endpoint's port (via /proc)."""
+    port = int(next(iter(addresses.values())).rsplit(":", 1)[1])
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":  # LISTEN
+            inode = fields[9]
+            break
+    if inode is None:
+        return []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) == f"socket:[{inode}]":
+                    return [int(proc.name)]
+        except OSError:
+            continue
+    return []
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
