@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 from redis.exceptions import NoScriptError, RedisError
 
-from regions.hotstate import impairment
+from regions.hotstate import impairment, scripts
 from regions.hotstate.protocols import (
     RESTART_GAP_S,
     SEQ_PER_S,
@@ -68,77 +68,6 @@ FLUSH_S = 0.5
 # Impairment spells older than this are forgotten.
 IMPAIRMENT_KEEP_S = 86400.0
 
-# The same rules as is_newer and stored_seq, atomically, in Redis. The stored order is
-# "seq sent_at bucket received_at session"; rows of older releases have the first three only.
-_PUT_HEARTBEAT_LUA = """
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-local fresh = 1
-local seq, sent, recv = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[8])
-local session, hold = ARGV[9], tonumber(ARGV[10])
-local keep = ARGV[2]
-if old then
-  local oseq, osent, obucket, orecv, osession =
-    string.match(old, '^(%S+) (%S+) (%S+) ?(%S*) ?(%S*)$')
-  oseq, osent, orecv = tonumber(oseq), tonumber(osent), tonumber(orecv)
-  local newer = session ~= osession or seq > oseq
-  if not newer and session == '' and sent >= osent + tonumber(ARGV[6]) then newer = true end
-  if not newer and (orecv == nil or recv >= orecv + hold) then newer = true end
-  if not newer then return {0, 0} end
-  if obucket == ARGV[4] then fresh = 0 end
-  if session == osession and orecv ~= nil and seq > oseq then
-    local limit = oseq + math.floor(tonumber(ARGV[11]) * (math.max(0, recv - orecv) + hold)) + 1
-    if seq > limit then keep = string.format('%.0f', limit) end
-  end
-end
-local meta = keep .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[8]
-if session ~= '' then meta = meta .. ' ' .. session end
-redis.call('HSET', KEYS[1], ARGV[1], meta)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[5])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[7])
-local drill = redis.call('GET', KEYS[4])
-if drill then redis.call('DEL', KEYS[4]) end
-return {1, fresh, drill}
-"""
-
-# Take the tick lock and, with it, the next fencing token (never below ARGV[3]: a Redis that
-# lost its data starts counting again from where the database says the last tick was).
-_ACQUIRE_LUA = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-local fence = redis.call('INCR', KEYS[2])
-if fence < tonumber(ARGV[3]) then
-  fence = tonumber(ARGV[3])
-  redis.call('SET', KEYS[2], fence)
-end
-return fence
-"""
-
-_RENEW_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-# Store a tick's state unless a newer lease was taken since (the fencing check), publish its
-# table, and queue the events the database did not take; all or nothing.
-_SAVE_TICK_LUA = """
-local fence = tonumber(ARGV[1])
-if fence >= 0 and tonumber(redis.call('GET', KEYS[1]) or '0') > fence then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[3], ARGV[3])
-redis.call('SET', KEYS[4], ARGV[4])
-for i = 8, #ARGV do redis.call('RPUSH', KEYS[5], ARGV[i]) end
-if ARGV[5] ~= '' then
-  redis.call('SET', KEYS[6], ARGV[6])
-  redis.call('SET', KEYS[7], ARGV[5])
-  redis.call('PUBLISH', ARGV[7], ARGV[6])
-end
-return 1
-"""
-
-_RELEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
 
 def _loads(raw: str | bytes) -> Any:
     """Parse JSON fast; documents written with NaN or Infinity still parse (slowly)."""
@@ -162,11 +91,11 @@ class RedisHotState:
 
         self.redis = redis.Redis.from_url(url, socket_timeout=5, decode_responses=True)
         self.prefix = prefix
-        self._put = self.redis.register_script(_PUT_HEARTBEAT_LUA)
-        self._release = self.redis.register_script(_RELEASE_LUA)
-        self._acquire = self.redis.register_script(_ACQUIRE_LUA)
-        self._renew = self.redis.register_script(_RENEW_LUA)
-        self._save_tick = self.redis.register_script(_SAVE_TICK_LUA)
+        self._put = self.redis.register_script(scripts.PUT_HEARTBEAT_LUA)
+        self._release = self.redis.register_script(scripts.RELEASE_LUA)
+        self._acquire = self.redis.register_script(scripts.ACQUIRE_LUA)
+        self._renew = self.redis.register_script(scripts.RENEW_LUA)
+        self._save_tick = self.redis.register_script(scripts.SAVE_TICK_LUA)
         self._cached_table: RoutingTable | None = None
         self._table_checked = 0.0
         # Heartbeats decoded before, by endpoint: (stored JSON, heartbeat); reused while the
@@ -248,7 +177,7 @@ class RedisHotState:
             todo = [i for i in todo if isinstance(raw[i], NoScriptError)]
             if not todo:
                 break
-            self.redis.script_load(_PUT_HEARTBEAT_LUA)
+            self.redis.script_load(scripts.PUT_HEARTBEAT_LUA)
         for answer in raw:
             if isinstance(answer, Exception):
                 raise answer
