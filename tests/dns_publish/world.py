@@ -74,9 +74,15 @@ def table_v2() -> RoutingTable:
 
 
 def ask(port: int, name: str, rtype: str, source: str = "127.0.0.1") -> set[str]:
-    """Query 127.0.0.1:port from ``source``; return the answer's values (empty: none)."""
+    """Query 127.0.0.1:port from ``source``; return the answer's values (empty: none).
+
+    Over UDP, then TCP when the answer is truncated (a TXT explaining five regions is longer
+    than 512 octets), as a resolver does.
+    """
     query = dns.message.make_query(name, rtype)
-    response = dns.query.udp(query, "127.0.0.1", port=port, source=source, timeout=2)
+    response, _ = dns.query.udp_with_fallback(
+        query, "127.0.0.1", port=port, source=source, timeout=2
+    )
     wanted = dns.rdatatype.from_text(rtype)
     return {rd.to_text() for rrset in response.answer if rrset.rdtype == wanted for rd in rrset}
 
