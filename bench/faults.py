@@ -21,8 +21,7 @@ mid-tick, celery beat SIGKILLed (restarted after 5 s, as a supervisor would), on
 worker SIGKILLed, one agent SIGSTOPped for ``--outage`` s (its region keeps other endpoints).
 
 Run: .venv/bin/python bench/faults.py [--outage 20] [--only postgres,redis,...]
-(needs DATABASE_URL at a PostgreSQL server for the pre-flight check, initdb/pg_ctl and
-redis-server; about 6 minutes).
+(needs initdb/pg_ctl and redis-server installed, nothing running; about 8 minutes).
 """
 
 from __future__ import annotations
