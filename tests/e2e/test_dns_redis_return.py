@@ -9,6 +9,7 @@ the reconnect reads the table key at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import signal
@@ -111,7 +112,14 @@ def test_the_table_is_read_again_within_3_s_of_redis_returning(
         assert late <= 3.0
         assert BACKOFF_MAX_S <= 3.0
     finally:
-        loop.call_soon_threadsafe(task.cancel)
+
+        async def end() -> None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        asyncio.run_coroutine_threadsafe(end(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+        loop.close()
         client.close()
