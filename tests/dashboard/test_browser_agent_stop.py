@@ -101,6 +101,8 @@ class Demo:
                 f"127.0.0.1:{port}",
                 "--dns",
                 f"127.0.0.1:{dns_port}",
+                "--gateway",
+                f"127.0.0.1:{free_port()}",
                 "--no-agents",
                 "--fleet",
                 str(FLEET),
