@@ -163,8 +163,10 @@ async def sigterm_with_dashboards_open(web: Cluster, cookie: str) -> tuple[float
         return took, codes
     finally:
         publisher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await publisher
+        # Bounded: redis-py's asyncio client can lose a cancellation (docs/figures.md, known
+        # gaps), and the publisher is the test's helper, not what it measures.
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(publisher, 5)
         await asyncio.gather(*(d.ws.close() for d in dashboards), return_exceptions=True)
 
 
