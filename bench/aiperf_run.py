@@ -8,12 +8,13 @@ outside client with its own notion of TTFT, inter-token latency and throughput.
 Setup (not run time): AIPerf lives in its own virtualenv, ``var/aiperf-venv`` (PyPI
 ``aiperf``, installed here when missing; it brings transformers and tokenizers but no
 model). It needs a tokenizer and may download none, so ``bench/aiperf_tokenizer.py`` builds
-a word-level one under ``var/aiperf-tokenizer`` matching the token rule, and AIPerf runs
-with ``HF_HUB_OFFLINE=1``. Then, over two simulated H100x8 endpoints (``--time-scale``),
-AIPerf runs the same profile (synthetic prompts of ``--isl`` tokens, ``--osl`` output tokens
-with ``ignore_eos``, streamed chat, ``--concurrency`` in flight, ``--requests`` requests)
-against the first endpoint directly, the gateway, and vLLM Router per ``--policies``; the
-table is AIPerf's own figures from its JSON export.
+a word-level one matching the token rule, laid out as a Hugging Face cache entry under
+``var/aiperf-hf``, and AIPerf runs with ``HF_HOME`` there and ``HF_HUB_OFFLINE=1``. Then,
+over two simulated H100x8 endpoints (``--time-scale``), AIPerf runs the same profile
+(synthetic prompts of ``--isl`` tokens, ``--osl`` output tokens with ``ignore_eos``, streamed
+chat, ``--concurrency`` in flight, ``--requests`` requests) against the first endpoint
+directly, the gateway, and vLLM Router per ``--policies``; the table is AIPerf's own figures
+from its JSON export.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import gateway_procs as procs
 
 VERSION = os.environ.get("AIPERF_VERSION", "0.13.0")
 VENV = procs.ROOT / "var" / "aiperf-venv"
-TOKENIZER = procs.ROOT / "var" / "aiperf-tokenizer"
+HF_HOME = procs.ROOT / "var" / "aiperf-hf"  # a Hugging Face cache holding only our tokenizer
+TOKENIZER_REPO = "trafficmgr/word-tokenizer"
 FLEET = """\
 zone: bench.example.test
 ttl: 10
@@ -63,13 +65,13 @@ def setup() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
         subprocess.run([*pip, "--disable-pip-version-check", f"aiperf=={VERSION}"], check=True)
-    if not (TOKENIZER / "tokenizer.json").exists():
+    if not list(HF_HOME.glob("hub/models--trafficmgr--word-tokenizer/snapshots/*/tokenizer.json")):
         from trafficmgr.simserver.output import VOCABULARY
 
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(list(VOCABULARY), fh)
         builder = procs.ROOT / "bench" / "aiperf_tokenizer.py"
-        cmd = [str(VENV / "bin" / "python"), str(builder), str(TOKENIZER), fh.name]
+        cmd = [str(VENV / "bin" / "python"), str(builder), str(HF_HOME), fh.name]
         subprocess.run(cmd, check=True)
         os.unlink(fh.name)
 
@@ -77,18 +79,19 @@ def setup() -> None:
 def aiperf(name: str, url: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """Run one AIPerf profile; return its JSON export."""
     cmd = [str(VENV / "bin" / "aiperf"), "profile", "--model", "bench", "--url", url,
-           "--endpoint-type", "chat", "--streaming", "--tokenizer", str(TOKENIZER),
+           "--endpoint-type", "chat", "--streaming", "--tokenizer", TOKENIZER_REPO,
            "--prompt-input-tokens-mean", str(args.isl), "--prompt-input-tokens-stddev", "0",
            "--prompt-output-tokens-mean", str(args.osl), "--prompt-output-tokens-stddev", "0",
            "--extra-inputs", "ignore_eos:true", "--concurrency", str(args.concurrency),
            "--request-count", str(args.requests), "--warmup-request-count", "20",
            "--api-key", procs.TOKEN, "--random-seed", "0",
            "--output-artifact-dir", str(out / name)]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**os.environ, "HF_HOME": str(HF_HOME), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}  # fmt: skip
     log = out / f"{name}.log"
     with open(log, "w") as fh:
         done = subprocess.run(procs.pinned(cmd, procs.SIM_CPU), env=env, stdout=fh, stderr=fh)
-    found = sorted((out / name).rglob("*aiperf*.json")) or sorted((out / name).rglob("*.json"))
+    found = sorted((out / name).rglob("profile_export_aiperf.json"))
     if done.returncode != 0 or not found:
         tail = log.read_text()[-1500:]
         raise RuntimeError(f"aiperf failed against {name} (exit {done.returncode}): {tail}")

@@ -8,9 +8,13 @@ pre-tokenizer splits on whitespace only, whose vocabulary is every word of AIPer
 prompt corpus plus the simulated servers' answer words, and which decodes ids back to words
 joined by spaces: a prompt of N AIPerf tokens is N words under the token rule.
 
-    var/aiperf-venv/bin/python bench/aiperf_tokenizer.py OUT_DIR WORDS.json
+    var/aiperf-venv/bin/python bench/aiperf_tokenizer.py HF_HOME WORDS.json
 
-(``bench/aiperf_run.sh`` calls it; ``WORDS.json`` is the simulated servers' vocabulary.)
+(``bench/aiperf_run.py`` calls it; ``WORDS.json`` is the simulated servers' vocabulary.)
+AIPerf offline (``HF_HUB_OFFLINE=1``) only looks tokenizers up by repository name in the
+Hugging Face cache, so the files are laid out as that cache holds a downloaded repository:
+``HF_HOME/hub/models--trafficmgr--word-tokenizer/snapshots/REV/`` with ``refs/main`` naming
+``REV``. Run AIPerf with ``HF_HOME`` pointing there and ``--tokenizer {REPO}``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import aiperf
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 UNK = "[UNK]"
+REPO = "trafficmgr/word-tokenizer"
+REVISION = "0" * 40
 
 
 CORPUS = Path(aiperf.__file__).parent / "dataset" / "generator" / "assets" / "shakespeare.txt"
@@ -43,14 +49,22 @@ def build(out: Path, extra: list[str]) -> int:
     return len(vocab)
 
 
+def cache_dir(hf_home: Path) -> Path:
+    """Lay out the Hugging Face cache entry of ``REPO``; return its snapshot directory."""
+    repo = hf_home / "hub" / f"models--{REPO.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(REVISION)
+    return repo / "snapshots" / REVISION
+
+
 def main(argv: list[str]) -> int:
-    out, words = Path(argv[0]), json.loads(Path(argv[1]).read_text())
+    out, words = cache_dir(Path(argv[0])), json.loads(Path(argv[1]).read_text())
     size = build(out, words)
     check = Tokenizer.from_file(str(out / "tokenizer.json"))
     text = " ".join(CORPUS.read_text(encoding="utf-8").split()[:200])
     ids = check.encode(text).ids
     assert len(ids) == len(text.split()) and check.decode(ids).split() == text.split()
-    print(f"{out}: word-level tokenizer, {size} words")
+    print(f"{REPO} in {argv[0]}: word-level tokenizer, {size} words")
     return 0
 
 

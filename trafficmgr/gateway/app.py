@@ -117,17 +117,23 @@ async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
     )
     answer = await app[PROXY].forward(exchange)
     if settings.access_log:
-        access_log.info(
-            "%s %s %s model=%s endpoint=%s status=%d %.1fms",
-            rid,
-            info.client_ip,
-            request.path,
-            body.model,
-            answer.headers.get("x-trafficmgr-endpoint", "-"),
-            answer.status,
-            (time.perf_counter() - started) * 1000,
-        )
+        _log_access(request, info, answer, started)
     return answer
+
+
+def _log_access(
+    request: web.Request, info: RequestInfo, answer: web.StreamResponse, started: float
+) -> None:
+    access_log.info(
+        "%s %s %s model=%s endpoint=%s status=%d %.1fms",
+        info.request_id,
+        info.client_ip,
+        request.path,
+        info.model,
+        answer.headers.get("x-trafficmgr-endpoint", "-"),
+        answer.status,
+        (time.perf_counter() - started) * 1000,
+    )
 
 
 async def _authenticate(
