@@ -24,12 +24,12 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from trafficmgr.fleetdump import dump_fleet
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.routing.types import Fleet
+from trafficmgr.simserver.layout import with_addresses
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
@@ -81,20 +81,6 @@ def wait_ready(port: int, path: str, timeout: float = 60.0) -> None:
             pass
         time.sleep(0.2)
     raise RuntimeError(f"nothing ready on port {port}{path}")
-
-
-def with_addresses(fleet: Fleet, addresses: dict[str, str]) -> Fleet:
-    """Return the fleet with each endpoint's address replaced by where it is served."""
-    regions = tuple(
-        replace(
-            r,
-            endpoints=tuple(
-                replace(e, address=addresses.get(e.name, e.address)) for e in r.endpoints
-            ),
-        )
-        for r in fleet.regions
-    )
-    return replace(fleet, regions=regions)
 
 
 @contextmanager

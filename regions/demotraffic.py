@@ -21,9 +21,7 @@ import concurrent.futures
 import logging
 import random
 import threading
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -38,6 +36,7 @@ from trafficmgr.requestpath import RequestPath, RequestPathConfig
 from trafficmgr.routing.types import Fleet
 from trafficmgr.sim.traces import read_trace
 from trafficmgr.simserver import ServeOptions, SimServerThread, fleet_specs
+from trafficmgr.simserver.layout import with_addresses
 from trafficmgr.simserver.servers import new_event_loop
 
 log = logging.getLogger(__name__)
@@ -65,20 +64,6 @@ def serve_endpoints(fleet: Fleet, base_port: int = BASE_PORT) -> tuple[SimServer
     servers = SimServerThread(fleet_specs(fleet, base_port=base_port), options=ServeOptions())
     addresses = servers.start()
     return servers, with_addresses(fleet, addresses)
-
-
-def with_addresses(fleet: Fleet, addresses: Mapping[str, tuple[str, int]]) -> Fleet:
-    """Return the fleet with each endpoint's address replaced by where it is served."""
-    regions = []
-    for r in fleet.regions:
-        endpoints = tuple(
-            replace(e, address=f"{addresses[e.name][0]}:{addresses[e.name][1]}")
-            if e.name in addresses
-            else e
-            for e in r.endpoints
-        )
-        regions.append(replace(r, endpoints=endpoints))
-    return replace(fleet, regions=tuple(regions))
 
 
 @dataclass
@@ -173,13 +158,3 @@ def _client_addresses(fleet: Fleet) -> tuple[list[str], list[float]]:
             addresses.append(probe_address(subnet))
             shares.append(share)
     return (addresses or ["127.0.0.1"]), (shares or [1.0])
-
-
-def wait_for(check: object, timeout: float = 10.0) -> bool:
-    """Poll ``check()`` until it is truthy or ``timeout`` passes."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return False

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from tests.gateway.world import TOKEN, GatewayThread, make_core, with_addresses, world_fleet
+from tests.gateway.world import TOKEN, GatewayThread, make_core, world_fleet
 from trafficmgr.gateway import GatewaySettings, networks
 from trafficmgr.routing.types import Fleet
 from trafficmgr.simserver import ServeOptions, SimServerThread, fleet_specs
+from trafficmgr.simserver.layout import with_addresses
 
 
 @pytest.fixture(scope="module")

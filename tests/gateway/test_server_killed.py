@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import httpx2 as httpx
 import pytest
 
-from tests.gateway.world import TOKEN, US_IP, GatewayThread, make_core, with_addresses, world_fleet
+from tests.gateway.world import TOKEN, US_IP, GatewayThread, make_core, world_fleet
 from trafficmgr.gateway import GatewaySettings
 from trafficmgr.simserver import Fault, FaultKind, SimServerThread, fleet_specs
+from trafficmgr.simserver.layout import with_addresses
 
 PROMPT = " ".join(["word"] * 3000)  # 0.125 s of prefill each at time scale 2: a queue forms
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Forwarded-For": US_IP,

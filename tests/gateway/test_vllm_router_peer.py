@@ -19,8 +19,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.gateway.world import TOKEN, US_IP, GatewayThread, make_core, with_addresses, world_fleet
+from tests.gateway.world import TOKEN, US_IP, GatewayThread, make_core, world_fleet
 from trafficmgr.simserver import SimServerThread, fleet_specs
+from trafficmgr.simserver.layout import with_addresses
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Mapping
-from dataclasses import replace
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from trafficmgr.fleetfile import load_fleet_text
@@ -70,23 +69,6 @@ LOCATIONS = {EU_IP: country_location("DE"), US_IP: country_location("US")}
 
 def world_fleet() -> Fleet:
     return load_fleet_text(WORLD)
-
-
-def with_addresses(fleet: Fleet, addresses: Mapping[str, tuple[str, int]]) -> Fleet:
-    """Return the fleet with each endpoint's address replaced by where it is served."""
-    regions = tuple(
-        replace(
-            r,
-            endpoints=tuple(
-                replace(e, address=f"{addresses[e.name][0]}:{addresses[e.name][1]}")
-                if e.name in addresses
-                else e
-                for e in r.endpoints
-            ),
-        )
-        for r in fleet.regions
-    )
-    return replace(fleet, regions=regions)
 
 
 def locate(ip: str) -> ClientLocation:

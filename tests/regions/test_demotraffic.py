@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from regions.access.issue import create_token
-from regions.demotraffic import DemoRequestPath, serve_endpoints, wait_for
+from regions.demotraffic import DemoRequestPath, serve_endpoints
 from regions.fleet.plan import apply_plan, plan_fleet
 from tests.gateway.world import world_fleet
+from tests.regions.loop.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TRACE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "azure_code_2000.csv"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trafficmgr.fleetfile import DEFAULT_PROFILES, parse_address
 from trafficmgr.routing.types import Endpoint, Fleet, GpuProfile
@@ -109,3 +109,25 @@ def single_spec(
         raise ValueError("--models needs at least one model name")
     endpoint = Endpoint(name, region, listen, gpu, gpus, cleaned)
     return EndpointSpec(endpoint, known[gpu], host, port)
+
+
+def with_addresses(fleet: Fleet, addresses: Mapping[str, tuple[str, int] | str]) -> Fleet:
+    """Return the fleet with each endpoint's address replaced by where it is served.
+
+    ``addresses`` maps endpoint names to ``(host, port)`` (``SimServers.addresses()``) or to
+    ``"host:port"``; endpoints it does not name keep theirs.
+    """
+
+    def address(name: str, current: str) -> str:
+        found = addresses.get(name)
+        if found is None:
+            return current
+        return found if isinstance(found, str) else f"{found[0]}:{found[1]}"
+
+    regions = tuple(
+        replace(
+            r, endpoints=tuple(replace(e, address=address(e.name, e.address)) for e in r.endpoints)
+        )
+        for r in fleet.regions
+    )
+    return replace(fleet, regions=regions)

@@ -18,10 +18,11 @@ from regions import hotstate
 from regions.access.issue import TokenError, create_token
 from regions.decisions.source import DjangoControlPlane
 from regions.fleet.plan import apply_plan, plan_fleet
-from tests.gateway.world import EU_REGIONS, GatewayThread, with_addresses, world_fleet
+from tests.gateway.world import EU_REGIONS, GatewayThread, world_fleet
 from trafficmgr.gateway import GatewaySettings, networks
 from trafficmgr.requestpath import RequestPath, RequestPathConfig
 from trafficmgr.simserver import ServeOptions, SimServerThread, fleet_specs
+from trafficmgr.simserver.layout import with_addresses
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
