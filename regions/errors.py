@@ -6,9 +6,9 @@ error format in one place, so no domain module imports from the HTTP package.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Self
 
 from regions.validation import Invalid
 
@@ -36,6 +36,39 @@ class DomainError(Exception):
             self.code = code
         if status_code:
             self.status_code = status_code
+
+
+class UnsafePlan(DomainError):
+    """The safety valve refuses a plan (octoDNS's ``UnsafePlan``): 409 naming each reason.
+
+    ``unsafe`` holds the names of the blocking reasons (``regions.fleet.actionplan.Unsafe``).
+    A feature subclasses it for its own error code and wording (``refusal``, with
+    ``{reasons}`` where the reasons go); the API maps them all like any ``DomainError``.
+    """
+
+    status_code = 409
+    code = "unsafe_plan"
+    refusal = "refused: the plan {reasons}; apply with force if this is intended"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        unsafe: Sequence[str] = (),
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail, extra=dict(extra or {}))
+        self.unsafe = tuple(unsafe)
+
+    @classmethod
+    def refusing(
+        cls, reasons: Sequence[tuple[str, str]], extra: Mapping[str, Any] | None = None
+    ) -> Self:
+        """Return the error refusing a plan for these (name, sentence) reasons."""
+        text = "; ".join(sentence for _, sentence in reasons)
+        return cls(
+            cls.refusal.format(reasons=text), unsafe=[name for name, _ in reasons], extra=extra
+        )
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from regions.api.parsers import JSONParser
 from regions.drills import guardrails, service, tasks
 from regions.errors import DomainError
 from regions.fleet import snapshot
+from regions.fleet.actionplan import check_may_force
 from regions.models import Drill, DrillStatus, Role
 from regions.validation import Invalid, check_bounds, parse_json
 
@@ -96,22 +97,19 @@ def preview(doc: dict[str, Any], force: bool, may_force: bool) -> dict[str, Any]
     spec = service.resolve(
         view.fleet, doc["kind"], doc["target"], doc["duration_s"], doc.get("params")
     )
-    if force and not may_force:
-        raise DomainError(
-            "only an admin may force a drill", code="permission_denied", status_code=403
-        )
+    check_may_force(force, may_force, "a drill")
     check = guardrails.preflight(spec, view)
-    blocking = [r for r in check.refusals if not (force and r.forceable)]
+    plan = check.plan
     return {
         "dry_run": True,
         "kind": spec.kind,
         "target": spec.target,
         "duration_s": spec.duration_s,
         "resolved": spec.resolved(),
-        "allowed": not blocking,
-        "forced": force and any(r.forceable for r in check.refusals),
-        "forceable": bool(check.refusals) and all(r.forceable for r in check.refusals),
-        "refusals": [{"reason": r.reason, "forceable": r.forceable} for r in check.refusals],
+        "allowed": not plan.blocking(force),
+        "forced": plan.forced(force),
+        "forceable": plan.forceable,
+        "refusals": [r.as_dict() for r in plan.unsafe],
         "guardrails": check.figures,
     }
 

@@ -106,7 +106,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, BAD_BODY_ERRORS):
         status, body = bad_body_status(exc)
         return Response(body, status=status)
-    if isinstance(exc, DomainError):
+    if isinstance(exc, DomainError):  # the safety valve's UnsafePlan too: 409, its code, its plan
         body = error_body(exc.code, exc.detail, exc.fields) | exc.extra
         return Response(body, status=exc.status_code)
     if isinstance(exc, FleetError):

@@ -281,9 +281,9 @@ class ActionView(APIView):
         return self.perform(request, name)
 
     def perform(self, request: Request, name: str) -> Response:
-        change = actions.Change(self.verb, self.kind, name, self.weight(request))
+        action = actions.OperatorAction(self.verb, self.kind, name, self.weight(request))
         body = actions.perform(
-            change,
+            action,
             dry_run=flag(request, "dry_run"),
             force=flag(request, "force"),
             may_force=has_role(request.user, Role.ADMIN),

@@ -21,10 +21,14 @@ its rules lives here.
   down, automatic failover not paused (the drill would be a real outage).
 - **One drill at a time per region** (never forceable).
 
-An admin may force past capacity (fleet-wide and per zone), residency, down and paused. While
-the fault lasts, ``during`` repeats the capacity checks (fleet-wide and per zone) and the
-residency check against the live state and tells the runner to restore early when one fails
-(forced drills skip this).
+``preflight`` answers with the drill's ``ActionPlan`` (``regions.fleet.actionplan``): the
+capacity before and during the fault (fleet-wide and per strict zone), the zones it strands,
+and each refusal as a named unsafe reason. An admin may force past capacity
+(``capacity_short``, ``zone_capacity_short``), residency (``residency_stranded``),
+``region_down`` and ``failover_paused``; never past ``target_inactive``,
+``no_active_endpoint`` or ``drill_under_way``. While the fault lasts, ``during`` repeats the
+capacity checks (fleet-wide and per zone) and the residency check against the live state and
+tells the runner to restore early when one fails (forced drills skip this).
 """
 
 from __future__ import annotations
@@ -37,15 +41,18 @@ from typing import Any
 from regions import hotstate
 from regions.drills.spec import DrillSpec
 from regions.fleet import snapshot
+from regions.fleet.actionplan import (
+    ActionPlan,
+    CapacityChange,
+    StrandedZone,
+    Unsafe,
+    UnsafeReason,
+    stranded,
+)
 from regions.models import ACTIVE_DRILL_STATUSES, Drill
 from trafficmgr.routing.failover import FleetEvaluation, evaluate_fleet, with_pauses
 from trafficmgr.routing.residency import base_decision
-from trafficmgr.routing.table import (
-    compile_table,
-    stranded_zones,
-    zone_location,
-    zone_of_country,
-)
+from trafficmgr.routing.table import compile_table, zone_location, zone_of_country
 from trafficmgr.routing.types import (
     AdminState,
     AllDown,
@@ -59,15 +66,15 @@ SERVING = (RegionState.HEALTHY, RegionState.DEGRADED, RegionState.RECOVERING, Re
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
-    reason: str
-    forceable: bool
-
-
-@dataclass(frozen=True, slots=True)
 class Check:
-    refusals: tuple[Refusal, ...]
+    """The drill's plan, and the figures stored with the drill for ``during`` to re-check."""
+
+    plan: ActionPlan
     figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def refusals(self) -> tuple[UnsafeReason, ...]:
+        return self.plan.unsafe
 
 
 def fault_fleet(fleet: Fleet, spec: DrillSpec) -> Fleet:
@@ -178,9 +185,6 @@ def kept_capacity(spec: DrillSpec, before: FleetEvaluation) -> float:
 
 def strict_lists(table: RoutingTable, fleet: Fleet) -> set[tuple[str, str]]:
     """Return the (zone, model) lists of strict residency zones that have a region."""
-    from trafficmgr.routing.table import zone_of_country
-    from trafficmgr.routing.types import ResidencyMode
-
     out = set()
     for rule in fleet.residency:
         if rule.mode is not ResidencyMode.STRICT:
@@ -194,34 +198,89 @@ def strict_lists(table: RoutingTable, fleet: Fleet) -> set[tuple[str, str]]:
 
 def _state_refusals(
     spec: DrillSpec, view: snapshot.FleetView, exclude: int | None
-) -> list[Refusal]:
+) -> list[UnsafeReason]:
     fleet = view.fleet
     region = fleet.region(spec.region)
-    out: list[Refusal] = []
+    out: list[UnsafeReason] = []
     if region.admin_state is not AdminState.ACTIVE:
-        out.append(Refusal(f"region {region.name} is {region.admin_state.value}", False))
+        out.append(
+            UnsafeReason(
+                Unsafe.TARGET_INACTIVE, f"region {region.name} is {region.admin_state.value}"
+            )
+        )
     for e in region.endpoints:
         if e.name == spec.target and e.admin_state is not AdminState.ACTIVE:
-            out.append(Refusal(f"endpoint {e.name} is {e.admin_state.value}", False))
+            out.append(
+                UnsafeReason(Unsafe.TARGET_INACTIVE, f"endpoint {e.name} is {e.admin_state.value}")
+            )
     if not spec.endpoints:
-        out.append(Refusal(f"region {region.name} has no active endpoint", False))
+        out.append(
+            UnsafeReason(Unsafe.NO_ACTIVE_ENDPOINT, f"region {region.name} has no active endpoint")
+        )
     busy = [
         d.pk
         for d in Drill.objects.filter(status__in=ACTIVE_DRILL_STATUSES).exclude(pk=exclude)  # type: ignore[misc]
         if (d.params or {}).get("resolved", {}).get("region") == spec.region
     ]
     if busy:
-        out.append(Refusal(f"drill {busy[0]} is already under way in region {spec.region}", False))
+        out.append(
+            UnsafeReason(
+                Unsafe.DRILL_UNDER_WAY,
+                f"drill {busy[0]} is already under way in region {spec.region}",
+            )
+        )
     if spec.region in view.paused:
         out.append(
-            Refusal(
-                f"automatic failover is paused for {spec.region}: the drill would be real", True
+            UnsafeReason(
+                Unsafe.FAILOVER_PAUSED,
+                f"automatic failover is paused for {spec.region}: the drill would be real",
             )
         )
     machine = hotstate.get().machines().get(spec.region)
     if machine is not None and machine.state is RegionState.DOWN:
-        out.append(Refusal(f"region {spec.region} is down already", True))
+        out.append(UnsafeReason(Unsafe.REGION_DOWN, f"region {spec.region} is down already"))
     return out
+
+
+def _capacity_refusals(
+    fleet_capacity: CapacityChange, zones: list[dict[str, Any]], margin: float
+) -> list[UnsafeReason]:
+    """Return why the capacity left during the fault falls short, fleet-wide and per zone."""
+    used, left = fleet_capacity.demand or 0.0, fleet_capacity.after
+    out = []
+    if left < used * (1.0 + margin):
+        out.append(
+            UnsafeReason(
+                Unsafe.CAPACITY_SHORT,
+                f"capacity left during the fault ({left:,.0f} tokens/s) would not cover the "
+                f"demand ({used:,.0f} tokens/s) plus {margin:.0%} headroom",
+            )
+        )
+    out += [
+        UnsafeReason(
+            Unsafe.ZONE_CAPACITY_SHORT,
+            f"{_zone_text(z)}: capacity left in its regions during the fault "
+            f"({z['capacity_during_fault_tokens_per_s']:,.0f} tokens/s) would not cover their "
+            f"demand ({z['demand_tokens_per_s']:,.0f} tokens/s) plus {margin:.0%} headroom",
+        )
+        for z in short_zones(zones, margin)
+    ]
+    return out
+
+
+def _residency(
+    spec: DrillSpec,
+    fleet: Fleet,
+    before: FleetEvaluation,
+    during: FleetEvaluation,
+    at: float,
+) -> tuple[tuple[StrandedZone, ...], set[tuple[str, str]]]:
+    """Return the strict zones the fault strands, and the strict lists that keep a region."""
+    table_now = compile_table(_closed(fleet), before.statuses, at)
+    if spec.capacity_kept != 0:  # the endpoints still serve: no list loses them
+        return (), strict_lists(table_now, fleet)
+    table_fault = compile_table(_closed(fault_fleet(fleet, spec)), during.statuses, at)
+    return stranded(fleet, table_now, table_fault), strict_lists(table_fault, fleet)
 
 
 def preflight(
@@ -232,62 +291,52 @@ def preflight(
 ) -> Check:
     """Check a drill before it starts (``exclude``: the drill itself, when it re-checks)."""
     at = time.time() if now is None else now
+    subject = f"drill {spec.kind} on {spec.target}"
     refusals = _state_refusals(spec, view, exclude)
     fleet = view.fleet
     if any(not r.forceable for r in refusals):
-        return Check(tuple(refusals))
-    faulty = fault_fleet(fleet, spec)
+        return Check(ActionPlan(subject, unsafe=tuple(refusals)))
     before = evaluate(fleet, view.paused, at)
-    during = evaluate(faulty, view.paused, at) if spec.capacity_kept < 1 else before
-    used = demand(before)
+    during = (
+        evaluate(fault_fleet(fleet, spec), view.paused, at) if spec.capacity_kept < 1 else before
+    )
     margin = fleet.failover.spillover_headroom
     kept = kept_capacity(spec, before) if spec.capacity_kept < 1 else 0.0
-    left = serving_capacity(during) + kept
-    if left < used * (1.0 + margin):
-        refusals.append(
-            Refusal(
-                f"capacity left during the fault ({left:,.0f} tokens/s) would not cover the "
-                f"demand ({used:,.0f} tokens/s) plus {margin:.0%} headroom",
-                True,
-            )
-        )
+    fleet_capacity = CapacityChange(
+        "fleet", serving_capacity(before), serving_capacity(during) + kept, demand(before)
+    )
     zones = zone_capacity(spec, fleet, before, during, kept)
-    refusals += [
-        Refusal(
-            f"{_zone_text(z)}: capacity left in its regions during the fault "
-            f"({z['capacity_during_fault_tokens_per_s']:,.0f} tokens/s) would not cover their "
-            f"demand ({z['demand_tokens_per_s']:,.0f} tokens/s) plus {margin:.0%} headroom",
-            True,
-        )
-        for z in short_zones(zones, margin)
-    ]
-    closed = _closed(fleet)
-    table_now = compile_table(closed, before.statuses, at)
-    stranded: list[dict[str, str]] = []
-    kept_lists: set[tuple[str, str]] = strict_lists(table_now, fleet)
-    if spec.capacity_kept == 0:
-        table_fault = compile_table(_closed(faulty), during.statuses, at)
-        stranded = stranded_zones(fleet, table_now, table_fault)
-        kept_lists = strict_lists(table_fault, fleet)
-    refusals += [
-        Refusal(
-            f"would leave residency zone {s['zone']} (rule {s['rule']}) with no region for "
-            f"{s['model']}",
-            True,
-        )
-        for s in stranded
-    ]
+    refusals += _capacity_refusals(fleet_capacity, zones, margin)
+    lost, kept_lists = _residency(spec, fleet, before, during, at)
+    refusals += [zone.unsafe() for zone in lost]
+    plan = ActionPlan(
+        subject,
+        capacity=(
+            fleet_capacity,
+            *(
+                CapacityChange(
+                    _zone_text(z),
+                    serving_capacity(before, z["regions"]),
+                    z["capacity_during_fault_tokens_per_s"],
+                    z["demand_tokens_per_s"],
+                )
+                for z in zones
+            ),
+        ),
+        stranded=lost,
+        unsafe=tuple(refusals),
+    )
     figures = {
-        "demand_tokens_per_s": round(used, 1),
-        "capacity_tokens_per_s": round(serving_capacity(before), 1),
-        "capacity_during_fault_tokens_per_s": round(left, 1),
+        "demand_tokens_per_s": round(fleet_capacity.demand or 0.0, 1),
+        "capacity_tokens_per_s": round(fleet_capacity.before, 1),
+        "capacity_during_fault_tokens_per_s": round(fleet_capacity.after, 1),
         "kept_tokens_per_s": round(kept, 1),
         "margin": margin,
         "residency_zones": zones,
-        "stranded": stranded,
+        "stranded": [zone.as_dict() for zone in lost],
         "strict_lists": sorted(f"{z}/{m}" for z, m in kept_lists),
     }
-    return Check(tuple(refusals), figures)
+    return Check(plan, figures)
 
 
 def during(spec: DrillSpec, figures: Mapping[str, Any], now: float | None = None) -> list[str]:

@@ -34,8 +34,9 @@ from regions.drills.spec import (
     invalid,
     resolve,
 )
-from regions.errors import DomainError
+from regions.errors import DomainError, UnsafePlan
 from regions.fleet import snapshot
+from regions.fleet.actionplan import check_may_force
 from regions.models import ACTIVE_DRILL_STATUSES, Drill, DrillReport, DrillStatus, Event, EventKind
 from regions.models import Region as RegionRow
 
@@ -154,11 +155,11 @@ def aborted_report(drill: Drill, reason: str) -> dict[str, Any]:
     }
 
 
-class DrillRefused(DomainError):
+class DrillRefused(UnsafePlan):
     """The guardrails refused a drill; it is stored with status ``refused``."""
 
-    status_code = 409
     code = "drill_refused"
+    refusal = "drill refused: {reasons}"
 
 
 def create_drill(
@@ -175,17 +176,14 @@ def create_drill(
 
     view = snapshot.load()
     spec = resolve(view.fleet, kind, target, duration_s, params)
-    if force and not may_force:
-        raise DomainError(
-            "only an admin may force a drill", code="permission_denied", status_code=403
-        )
+    check_may_force(force, may_force, "a drill")
     actor = trail.current_actor()
     with transaction.atomic():
         # One drill at a time per region: creators of drills on a region take turns here.
         RegionRow.objects.select_for_update().filter(name=spec.region).first()
         check = drill_guardrails.preflight(spec, view)
-        blocking = [r.reason for r in check.refusals if not (force and r.forceable)]
-        forced = force and any(r.forceable for r in check.refusals)
+        blocking = [r.reason for r in check.plan.blocking(force)]
+        forced = check.plan.forced(force)
         drill = Drill.objects.create(
             kind=spec.kind,
             target=spec.target,
@@ -217,11 +215,11 @@ def create_drill(
         )
         if blocking:
             record_event(drill, f"refused: {drill.reason}", "warning", refusals=blocking)
-    if blocking:
-        raise DrillRefused(
-            f"drill refused: {'; '.join(blocking)}",
-            extra={"id": drill.pk, "status": drill.status, "reason": drill.reason},
-        )
+    check.plan.raise_if_unsafe(
+        force,
+        error=DrillRefused,
+        extra={"id": drill.pk, "status": drill.status, "reason": drill.reason},
+    )
     return drill
 
 

@@ -1,4 +1,8 @@
-"""One change of a fleet plan: create, update or delete one object, with its field diffs."""
+"""One change of a fleet plan: create, update or delete one object, with its field diffs.
+
+This is what a fleet apply writes (``regions.fleet.writer``); what the apply does to serving
+capacity, and why it may be unsafe, is its ``ActionPlan`` (``regions.fleet.actionplan``).
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@
 Like octoDNS or terraform: ``plan_fleet`` lists per object what would be created,
 updated (which fields, old → new) or deleted; ``apply_plan`` writes it in one
 transaction. A plan that deletes too many endpoints or removes too much serving
-capacity is refused unless forced (octoDNS's safety valve).
+capacity is refused unless forced (octoDNS's safety valve): ``FleetPlan.action_plan`` is
+the plan in the form every change shares (``regions.fleet.actionplan``), with the named
+reasons ``endpoints_deleted`` and ``capacity_removed``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from regions.audit.trail import current_actor, record
-from regions.errors import DomainError
+from regions.errors import DomainError, UnsafePlan
+from regions.fleet.actionplan import ActionPlan, CapacityChange, Unsafe, UnsafeReason
 from regions.fleet.changes import Change
 from regions.fleet.services import DEFAULT_POLICY, fleet_snapshot
 from regions.fleet.writer import write_changes
@@ -34,12 +37,6 @@ ACTIONS = ("create", "update", "delete")
 _SYMBOL = {"create": "+", "update": "~", "delete": "-"}
 
 State = dict[str, dict[str, dict[str, Any]]]
-
-
-class UnsafePlan(DomainError):
-    """The plan changes too much at once; apply it with force if that is intended."""
-
-    code = "unsafe_plan"
 
 
 class StalePlan(DomainError):
@@ -62,27 +59,39 @@ class Safety:
         return self.endpoints_deleted / self.endpoints_before if self.endpoints_before else 0.0
 
     @property
-    def capacity_fraction(self) -> float:
-        if self.capacity_before <= 0:
-            return 0.0
-        return max(0.0, self.capacity_before - self.capacity_after) / self.capacity_before
+    def capacity(self) -> CapacityChange:
+        return CapacityChange("fleet", self.capacity_before, self.capacity_after)
 
-    def reasons(self) -> list[str]:
-        """Why the valve refuses this plan; empty when it is safe."""
+    @property
+    def capacity_fraction(self) -> float:
+        return self.capacity.removed_share
+
+    def unsafe(self) -> tuple[UnsafeReason, ...]:
+        """Why the valve refuses this plan, by name; empty when it is safe."""
         out = []
         if self.endpoint_fraction > MAX_ENDPOINT_DELETE_FRACTION:
             out.append(
-                f"deletes {self.endpoints_deleted} of {self.endpoints_before} endpoints "
-                f"({self.endpoint_fraction:.0%}, limit "
-                f"{MAX_ENDPOINT_DELETE_FRACTION:.0%})"
+                UnsafeReason(
+                    Unsafe.ENDPOINTS_DELETED,
+                    f"deletes {self.endpoints_deleted} of {self.endpoints_before} endpoints "
+                    f"({self.endpoint_fraction:.0%}, limit "
+                    f"{MAX_ENDPOINT_DELETE_FRACTION:.0%})",
+                )
             )
         if self.capacity_fraction > MAX_CAPACITY_REMOVE_FRACTION:
             out.append(
-                f"removes {self.capacity_fraction:.0%} of serving capacity "
-                f"({self.capacity_before:,.0f} -> {self.capacity_after:,.0f} decode "
-                f"tokens/s, limit {MAX_CAPACITY_REMOVE_FRACTION:.0%})"
+                UnsafeReason(
+                    Unsafe.CAPACITY_REMOVED,
+                    f"removes {self.capacity_fraction:.0%} of serving capacity "
+                    f"({self.capacity_before:,.0f} -> {self.capacity_after:,.0f} decode "
+                    f"tokens/s, limit {MAX_CAPACITY_REMOVE_FRACTION:.0%})",
+                )
             )
-        return out
+        return tuple(out)
+
+    def reasons(self) -> list[str]:
+        """Why the valve refuses this plan, as sentences; empty when it is safe."""
+        return [r.reason for r in self.unsafe()]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -145,13 +154,19 @@ class FleetPlan:
             "safety": self.safety.as_dict(),
         }
 
+    def action_plan(self) -> ActionPlan:
+        """The plan as every change states it: capacity before and after, unsafe reasons."""
+        return ActionPlan(
+            subject=f"apply fleet {self.desired.zone}: {self.summary()}",
+            capacity=(self.safety.capacity,),
+            unsafe=self.safety.unsafe(),
+        )
+
     def raise_if_unsafe(self, force: bool = False) -> None:
-        reasons = self.safety.reasons()
-        if reasons and not force:
-            raise UnsafePlan(
-                f"refused: the plan {' and '.join(reasons)}; apply with force if this is intended",
-                extra={"safety": self.safety.as_dict()},
-            )
+        """Refuse (``UnsafePlan``, with the safety figures) unless safe or forced."""
+        self.action_plan().raise_if_unsafe(
+            force, error=UnsafePlan, extra={"safety": self.safety.as_dict()}
+        )
 
 
 def _show(value: Any) -> str:

@@ -1,14 +1,15 @@
 """Operator actions (drain, undrain, weight, pause/resume failover): plan first, then apply.
 
-The plan compiles the routing table through the engine with and without the change, from
-the same heartbeats and machines, and reports the traffic that moves per zone and model,
-the capacity left per model and the residency effect. It is the table the next tick would
-publish, before the shift limit and slow start smooth it.
+The plan (an ``ActionPlan``, ``regions.fleet.actionplan``) compiles the routing table through
+the engine with and without the action, from the same heartbeats and machines, and holds the
+traffic that moves per zone and model, the capacity left per model and the residency effect.
+It is the table the next tick would publish, before the shift limit and slow start smooth it.
 
-The safety valve (octoDNS's ``raise_if_unsafe``) refuses a change that moves more than
-``MAX_MOVED`` of all traffic, or leaves a strict residency zone with no eligible region,
-unless an admin forces it. "All traffic" weighs each client country by its share in the
-fleet's ``clients`` (every zone alike when there are none) and each model alike.
+The safety valve (octoDNS's ``raise_if_unsafe``) refuses an action that moves more than
+``MAX_MOVED`` of all traffic (``traffic_moved``), or leaves a strict residency zone with no
+eligible region (``residency_stranded``), unless an admin forces it. "All traffic" weighs
+each client country by its share in the fleet's ``clients`` (every zone alike when there are
+none) and each model alike.
 """
 
 from __future__ import annotations
@@ -19,11 +20,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from regions import hotstate
 from regions.audit.trail import current_actor
-from regions.errors import DomainError
+from regions.errors import DomainError, UnsafePlan
 from regions.fleet import snapshot
+from regions.fleet.actionplan import (
+    ActionPlan,
+    CapacityChange,
+    Unsafe,
+    UnsafeReason,
+    check_may_force,
+    stranded,
+)
 from regions.loop import tasks
 from regions.models import AdminState as AdminStateRow
 from regions.models import Endpoint as EndpointRow
@@ -31,55 +41,62 @@ from regions.models import Event, EventKind
 from regions.models import Region as RegionRow
 from trafficmgr.routing.failover import evaluate_fleet, with_pauses
 from trafficmgr.routing.geo import country_location
-from trafficmgr.routing.table import (
-    compile_table,
-    diff_tables,
-    stranded_zones,
-    zone_keys,
-)
-from trafficmgr.routing.types import (
-    AdminState,
-    AllDown,
-    Fleet,
-    RoutingTable,
-    WeightedRegion,
-)
+from trafficmgr.routing.table import compile_table, diff_tables, zone_keys
+from trafficmgr.routing.types import AdminState, AllDown, Fleet, RoutingTable, WeightedRegion
 
 log = logging.getLogger(__name__)
 
 MAX_MOVED = 0.5
 ACTIONS = ("drain", "undrain", "weight", "pause-failover", "resume-failover")
+NOTE = "the next tick publishes this gradually: shift limit per tick, slow start"
+
+
+class UnsafeChange(UnsafePlan):
+    """An operator action the safety valve refuses (409 ``unsafe_change``, with its plan)."""
+
+    code = "unsafe_change"
+    refusal = "refused: {reasons}; add ?force=1 (admin) to apply anyway"
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
-    action: str  # one of ACTIONS
+class OperatorAction:
+    """What an operator asks: a verb of ``ACTIONS`` on a region or an endpoint."""
+
+    verb: str  # one of ACTIONS
     kind: str  # region | endpoint
     target: str
     weight: float | None = None
 
     def describe(self) -> str:
         extra = f" to {self.weight:g}" if self.weight is not None else ""
-        return f"{self.action} {self.kind} {self.target}{extra}"
+        return f"{self.verb} {self.kind} {self.target}{extra}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.verb,
+            "kind": self.kind,
+            "target": self.target,
+            **({"weight": self.weight} if self.weight is not None else {}),
+        }
 
 
-def changed_fleet(fleet: Fleet, change: Change) -> Fleet:
-    """Return the fleet as it would be after the change (pauses do not change it)."""
+def changed_fleet(fleet: Fleet, action: OperatorAction) -> Fleet:
+    """Return the fleet as it would be after the action (pauses do not change it)."""
     regions = []
     for r in fleet.regions:
-        if change.kind == "region" and r.name == change.target:
-            if change.action == "drain":
+        if action.kind == "region" and r.name == action.target:
+            if action.verb == "drain":
                 r = replace(r, admin_state=AdminState.DRAINED)
-            elif change.action == "undrain":
+            elif action.verb == "undrain":
                 r = replace(r, admin_state=AdminState.ACTIVE)
-            elif change.action == "weight" and change.weight is not None:
-                r = replace(r, weight=change.weight)
-        elif change.kind == "endpoint" and change.action in ("drain", "undrain"):
-            state = AdminState.DRAINED if change.action == "drain" else AdminState.ACTIVE
+            elif action.verb == "weight" and action.weight is not None:
+                r = replace(r, weight=action.weight)
+        elif action.kind == "endpoint" and action.verb in ("drain", "undrain"):
+            state = AdminState.DRAINED if action.verb == "drain" else AdminState.ACTIVE
             r = replace(
                 r,
                 endpoints=tuple(
-                    replace(e, admin_state=state) if e.name == change.target else e
+                    replace(e, admin_state=state) if e.name == action.target else e
                     for e in r.endpoints
                 ),
             )
@@ -134,43 +151,55 @@ def capacity(table: RoutingTable) -> dict[str, float]:
     return out
 
 
-def make_plan(change: Change, now: float | None = None) -> dict[str, Any]:
-    """Plan a change: what moves, what capacity is left, what residency loses."""
+def make_plan(action: OperatorAction, now: float | None = None) -> ActionPlan:
+    """Plan an action: what moves, what capacity is left, what residency loses."""
     at = time.time() if now is None else now
     view = snapshot.load()
-    _check_target(view.fleet, change)
-    fleet_after = changed_fleet(view.fleet, change)
+    _check_target(view.fleet, action)
+    fleet_after = changed_fleet(view.fleet, action)
     paused_after = set(view.paused)
-    if change.action == "pause-failover":
-        paused_after.add(change.target)
-    elif change.action == "resume-failover":
-        paused_after.discard(change.target)
+    if action.verb == "pause-failover":
+        paused_after.add(action.target)
+    elif action.verb == "resume-failover":
+        paused_after.discard(action.target)
     before = _compile(view.fleet, view.paused, at)
     after = _compile(fleet_after, frozenset(paused_after), at)
     diff = diff_tables(before, after)
-    moved = {(c.zone, c.model): c.moved for c in diff.lists}
-    share = moved_share(view.fleet, before, moved)
-    stranded = stranded_zones(
+    share = moved_share(view.fleet, before, {(c.zone, c.model): c.moved for c in diff.lists})
+    lost = stranded(
         view.fleet,
         _compile(view.fleet, view.paused, at, closed=True),
         _compile(fleet_after, frozenset(paused_after), at, closed=True),
     )
-    cap_before, cap_after = capacity(before), capacity(after)
-    refusals = []
+    unsafe = []
     if share > MAX_MOVED:
-        refusals.append(f"moves {share:.0%} of all traffic (more than {MAX_MOVED:.0%})")
-    refusals += [
-        f"leaves zone {s['zone']} (rule {s['rule']}) with no region for {s['model']}"
-        for s in stranded
-    ]
+        unsafe.append(
+            UnsafeReason(
+                Unsafe.TRAFFIC_MOVED,
+                f"moves {share:.0%} of all traffic (more than {MAX_MOVED:.0%})",
+            )
+        )
+    unsafe += [zone.unsafe() for zone in lost]
+    cap_before, cap_after = capacity(before), capacity(after)
+    return ActionPlan(
+        subject=action.describe(),
+        traffic=diff.lists,
+        moved_share=share,
+        states=diff.regions,
+        capacity=tuple(
+            CapacityChange(m, cap_before.get(m, 0.0), cap_after.get(m, 0.0))
+            for m in sorted(cap_before.keys() | cap_after.keys())
+        ),
+        stranded=lost,
+        unsafe=tuple(unsafe),
+    )
+
+
+def plan_body(action: OperatorAction, plan: ActionPlan) -> dict[str, Any]:
+    """Return the plan as the actions API answers it (``plan`` of every action response)."""
     return {
-        "change": {
-            "action": change.action,
-            "kind": change.kind,
-            "target": change.target,
-            **({"weight": change.weight} if change.weight is not None else {}),
-        },
-        "moved_share": round(share, 4),
+        "change": action.as_dict(),
+        "moved_share": round(plan.moved_share, 4),
         "moves": [
             {
                 "zone": c.zone,
@@ -179,7 +208,7 @@ def make_plan(change: Change, now: float | None = None) -> dict[str, Any]:
                 "before": _entries(c.old),
                 "after": _entries(c.new),
             }
-            for c in diff.lists
+            for c in plan.traffic
         ],
         "regions": [
             {
@@ -187,80 +216,77 @@ def make_plan(change: Change, now: float | None = None) -> dict[str, Any]:
                 "before": c.old.value if c.old else None,
                 "after": c.new.value if c.new else None,
             }
-            for c in diff.regions
+            for c in plan.states
         ],
         "capacity": {
-            m: {
-                "before": cap_before.get(m, 0.0),
-                "after": cap_after.get(m, 0.0),
-                "left_share": round(cap_after.get(m, 0.0) / cap_before[m], 4)
-                if cap_before.get(m)
-                else None,
+            c.scope: {
+                "before": c.before,
+                "after": c.after,
+                "left_share": None if c.left_share is None else round(c.left_share, 4),
             }
-            for m in sorted(cap_before.keys() | cap_after.keys())
+            for c in plan.capacity
         },
-        "residency": {"stranded": stranded, "ok": not stranded},
-        "safe": not refusals,
-        "refusals": refusals,
-        "note": "the next tick publishes this gradually: shift limit per tick, slow start",
+        "residency": {"stranded": [s.as_dict() for s in plan.stranded], "ok": not plan.stranded},
+        "safe": plan.safe,
+        "refusals": plan.reasons(),
+        "note": NOTE,
     }
 
 
-def _check_target(fleet: Fleet, change: Change) -> None:
-    if change.kind == "region":
+def _check_target(fleet: Fleet, action: OperatorAction) -> None:
+    if action.kind == "region":
         names = {r.name for r in fleet.regions}
     else:
         names = {e.name for e in fleet.endpoints()}
-    if change.target not in names:
+    if action.target not in names:
         raise DomainError(
-            f"unknown {change.kind} {change.target!r}", code="not_found", status_code=404
+            f"unknown {action.kind} {action.target!r}", code="not_found", status_code=404
         )
 
 
-def perform(change: Change, *, dry_run: bool, force: bool, may_force: bool) -> dict[str, Any]:
-    """Plan the change and, unless a dry run, apply it through the safety valve."""
-    plan = make_plan(change)
+def perform(
+    action: OperatorAction, *, dry_run: bool, force: bool, may_force: bool
+) -> dict[str, Any]:
+    """Plan the action and, unless a dry run, apply it through the safety valve."""
+    plan = make_plan(action)
+    body = plan_body(action, plan)
     if dry_run:
-        return {"applied": False, "dry_run": True, "plan": plan}
-    if force and not may_force:
-        raise DomainError(
-            "only an admin may force an unsafe change", code="permission_denied", status_code=403
-        )
-    if plan["refusals"] and not force:
-        raise DomainError(
-            f"refused: {'; '.join(plan['refusals'])}; add ?force=1 (admin) to apply anyway",
-            code="unsafe_change",
-            extra={"plan": plan},
-        )
-    changed = apply(change, plan, forced=bool(force and plan["refusals"]))
-    return {"applied": changed, "dry_run": False, "plan": plan}
+        return {"applied": False, "dry_run": True, "plan": body}
+    check_may_force(force, may_force, "an unsafe change")
+    plan.raise_if_unsafe(force, error=UnsafeChange, extra={"plan": body})
+    changed = apply(action, plan, forced=plan.forced(force))
+    return {"applied": changed, "dry_run": False, "plan": body}
 
 
-def apply(change: Change, plan: dict[str, Any], forced: bool) -> bool:
-    """Write the change (audited by the model signals) and its Event; tick once committed."""
+def apply(action: OperatorAction, plan: ActionPlan, forced: bool) -> bool:
+    """Write the action (audited by the model signals) and its Event; tick once committed."""
     with transaction.atomic():
         row: RegionRow | EndpointRow
-        if change.kind == "region":
-            row = RegionRow.objects.select_for_update().get(name=change.target)
+        if action.kind == "region":
+            row = RegionRow.objects.select_for_update().get(name=action.target)
         else:
-            row = EndpointRow.objects.select_for_update().get(name=change.target)
-        fields = _set(row, change)
+            row = EndpointRow.objects.select_for_update().get(name=action.target)
+        fields = _set(row, action)
         if not fields:
             return False
         row.save(update_fields=[*fields, "updated_at"])
         actor = current_actor()
         region = row.name if isinstance(row, RegionRow) else row.region.name
         Event.objects.create(
-            at=_now(),
+            at=timezone.now(),
             kind=EventKind.ACTION,
             severity="warning" if forced else "info",
             region=region,
             endpoint=row.name if isinstance(row, EndpointRow) else "",
-            message=f"{actor.name}: {change.describe()}"
+            message=f"{actor.name}: {action.describe()}"
             f"{' (forced past the safety valve)' if forced else ''}; "
-            f"{plan['moved_share']:.0%} of traffic moves",
+            f"{round(plan.moved_share, 4):.0%} of traffic moves",
             data={
-                "plan": {k: plan[k] for k in ("change", "moved_share", "refusals")},
+                "plan": {
+                    "change": action.as_dict(),
+                    "moved_share": round(plan.moved_share, 4),
+                    "refusals": plan.reasons(),
+                },
                 "actor": actor.name,
                 "forced": forced,
             },
@@ -269,45 +295,39 @@ def apply(change: Change, plan: dict[str, Any], forced: bool) -> bool:
     return True
 
 
-def _set(row: RegionRow | EndpointRow, change: Change) -> list[str]:
-    """Set the fields the change touches; return their names (empty: nothing to do)."""
-    if change.action in ("drain", "undrain"):
+def _set(row: RegionRow | EndpointRow, action: OperatorAction) -> list[str]:
+    """Set the fields the action touches; return their names (empty: nothing to do)."""
+    if action.verb in ("drain", "undrain"):
         if row.admin_state == AdminStateRow.DISABLED:
             raise DomainError(
-                f"{change.kind} {row.name} is disabled; an admin changes that "
+                f"{action.kind} {row.name} is disabled; an admin changes that "
                 "through the configuration API",
                 code="conflict",
             )
-        state = AdminStateRow.DRAINED if change.action == "drain" else AdminStateRow.ACTIVE
+        state = AdminStateRow.DRAINED if action.verb == "drain" else AdminStateRow.ACTIVE
         if row.admin_state == state:
             return []
         row.admin_state = state
         return ["admin_state"]
-    if change.action == "weight" and isinstance(row, RegionRow):
-        if row.weight == change.weight:
+    if action.verb == "weight" and isinstance(row, RegionRow):
+        if row.weight == action.weight:
             return []
-        row.weight = float(change.weight or 0.0)
+        row.weight = float(action.weight or 0.0)
         return ["weight"]
     if isinstance(row, RegionRow):
-        paused = change.action == "pause-failover"
+        paused = action.verb == "pause-failover"
         if row.failover_paused == paused:
             return []
         row.failover_paused = paused
         return ["failover_paused"]
     raise DomainError(
-        f"{change.action} does not apply to an endpoint", code="invalid", status_code=400
+        f"{action.verb} does not apply to an endpoint", code="invalid", status_code=400
     )
 
 
-def _now() -> Any:
-    from django.utils import timezone
-
-    return timezone.now()
-
-
 def _tick_soon() -> None:
-    """Let the change reach the table now rather than at the next beat."""
+    """Let the action reach the table now rather than at the next beat."""
     try:
         tasks.tick.apply_async(expires=30)
-    except Exception:  # the next beat picks the change up anyway
+    except Exception:  # the next beat picks the action up anyway
         log.warning("could not queue a tick after an operator action", exc_info=True)
