@@ -2,6 +2,13 @@
 
 Run: .venv/bin/python bench/sim_policies.py [--fleet examples/fleet.yaml]
          [--loads 0.6,0.8,0.9] [--traces A,B] [--region NAME] [--speed]
+         [--gateways 1,4] [--omniscient]
+
+The pickers see what production gives a gateway process: its own requests in flight and the
+heartbeats of the last tick (``trafficmgr/sim/gateways.py``); ``--gateways 1,4`` runs each
+cell once per count of gateway processes, each seeing its own share of the requests.
+``--omniscient`` adds a run where every picker sees every server's exact state: the upper
+bound the table was measured under before.
 
 For each trace and load it prints, per policy, latency p50/p99, TTFT p99, the utilisation
 spread three ways, rejected requests and residency violations, then ai_aware's P99 against
@@ -160,15 +167,29 @@ def main() -> None:
     parser.add_argument(
         "--speed", action="store_true", help="only time 19,000 requests through the policies"
     )
+    parser.add_argument(
+        "--gateways", default="1", help="comma-separated counts of gateway processes"
+    )
+    parser.add_argument(
+        "--omniscient",
+        action="store_true",
+        help="also run the upper bound: pickers see every server's exact state",
+    )
     args = parser.parse_args()
     fleet = load_fleet_file(args.fleet)
     if args.region:
         fleet = region_alone(fleet, args.region)
     policies = args.policies.split(",")
+    views: list[tuple[str, dict[str, Any]]] = [
+        (f"{n} gateway{'s' if n != 1 else ''}", {"gateways": n})
+        for n in (int(x) for x in args.gateways.split(","))
+    ]
+    if args.omniscient:
+        views.append(("omniscient (upper bound)", {"omniscient": True}))
     if args.speed:
         trace = repeated(read_trace(TRACES[0]), 19_000)
         t0 = time.perf_counter()
-        result = simulate(fleet, trace, policies, load=0.8, seed=args.seed)
+        result = simulate(fleet, trace, policies, load=0.8, seed=args.seed, **views[0][1])
         seconds = time.perf_counter() - t0
         print(f"{len(trace.requests)} requests x {len(policies)} policies: {seconds:.1f} s")
         print_run(result.document, seconds)
@@ -176,14 +197,16 @@ def main() -> None:
     for path in args.traces.split(","):
         trace = read_trace(path)
         for load in (float(x) for x in args.loads.split(",")):
-            t0 = time.perf_counter()
-            result = simulate(fleet, trace, policies, load=load, seed=args.seed)
-            print(
-                f"\n{Path(path).name}  load {load}  ({len(trace.requests)} requests, "
-                f"{result.document['trace']['simulated_duration_s']:.0f} s simulated)"
-            )
-            print_run(result.document, time.perf_counter() - t0)
-            print_breakdown(result, fleet)
+            for label, view in views:
+                t0 = time.perf_counter()
+                result = simulate(fleet, trace, policies, load=load, seed=args.seed, **view)
+                print(
+                    f"\n{Path(path).name}  load {load}  {label}  ({len(trace.requests)} "
+                    f"requests, {result.document['trace']['simulated_duration_s']:.0f} s "
+                    "simulated)"
+                )
+                print_run(result.document, time.perf_counter() - t0)
+                print_breakdown(result, fleet)
 
 
 if __name__ == "__main__":

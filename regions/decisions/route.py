@@ -23,6 +23,16 @@ of them on first sight, or after a server restart made them go down). Before a
 region has any evidence (state ``unknown``, e.g. before the first tick) its endpoints count
 as healthy by configuration, as the table does.
 
+Slow start and weights, by the rules the gateway's core uses (``routing.slowstart``; the
+picker's ``serves`` leaves out endpoints of weight 0): an endpoint back from an outage ramps
+from ``slowstart.DEFAULT_FLOOR`` to its full share over the fleet's ``slow_start_s``, each
+decision offering it to the picker with its ramp's probability. When it came back is the
+control loop's record (``since`` per endpoint in the stored evaluation, read with the
+heartbeats); one this process judges healthy while the record says down is coming back now.
+The heartbeats' queues weigh in the picker's cost through ``build_loads``, which estimates
+the outstanding work a server reports (``routing.reported``): this process has no in-flight
+view of its own.
+
 Completions gateways report (``regions.decisions.completions``, ``POST /api/v1/route/completions``)
 teach the picker more: output length per prompt prefix and per prompt size, and the service's
 latency tail. They reach one web process, so they are kept in the hot state as a bounded
@@ -47,10 +57,11 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from regions import conf, hotstate, metrics
+from regions.decisions.ramps import Ramps, recorded_health
 from regions.errors import DomainError, bad_input
 from regions.fleet import snapshot
 from regions.validation import Field, Invalid, integer, obj, parse_json, string, validate
@@ -138,6 +149,7 @@ class _RegionLoads:
     # per endpoint, when its last heartbeat fed the estimator and its histograms then, by model
     fed: dict[str, tuple[float, dict[str, OutputHistogram]]]
     completions_at: str | None = None  # id of the last reported completion fed to the picker
+    ramps: Ramps = field(default_factory=Ramps)  # endpoints in their slow start
 
 
 log = logging.getLogger(__name__)
@@ -253,11 +265,13 @@ def decide(
         region = fleet.region(entry.region)
         loads = region_loads(view, table, region, at)
         with loads.lock:
-            pick = loads.picker.pick(request, loads.loads, at)
+            pick = loads.picker.pick(request, loads.ramps.offer(loads.loads, at), at)
         if pick.endpoint is None:
             tried.append(f"{region.name}: {pick.reason}")
             continue
         endpoint = next(e for e in region.endpoints if e.name == pick.endpoint)
+        share = loads.ramps.share(endpoint.name, at)
+        ramped = f"; slow start {share:.0%}" if share < 1.0 else ""
         outcome = "weighted" if rank == 0 else "fallback"
         metrics.count_decision(region.name, endpoint.name, outcome)
         lead = (
@@ -271,7 +285,7 @@ def decide(
             endpoint.name,
             endpoint.address,
             table.version,
-            f"{lead}; endpoint {endpoint.name}: {pick.reason}",
+            f"{lead}; endpoint {endpoint.name}: {pick.reason}{ramped}",
         )
     metrics.count_decision("", "", "no_capacity")
     raise NoCapacity(f"no endpoint can take the request: {'; '.join(tried)}", retry_after_s())
@@ -291,6 +305,7 @@ def region_loads(
     state = status.state if status is not None else RegionState.UNKNOWN
     beats = hotstate.get().heartbeats([e.name for e in region.endpoints])
     loads = build_loads(view.fleet, region, state, now, beats)
+    ramps = Ramps.of(loads, recorded_health(), now, view.fleet.failover.slow_start_s)
     with _loads_lock:
         found = _loads.get(region.name)
         if found is None:
@@ -302,6 +317,7 @@ def region_loads(
             _loads[region.name] = found
         else:  # a new fleet view or table keeps what the picker learned
             found.key, found.built, found.loads = key, time.monotonic(), loads
+        found.ramps = ramps
     reported = read_completions(region.name, found.completions_at)
     with found.lock:
         learn_output_lengths(found, region, beats)

@@ -36,12 +36,19 @@ from regions.loop import history as controlrecord
 from regions.loop.retention import purge_history_now
 from regions.models import Event, LoopState
 from trafficmgr.heap import HeapKeeper
+from trafficmgr.routing.endpoint_state import (
+    shown_reason,
+    state_from_doc,
+    state_to_doc,
+    step_endpoint,
+)
 from trafficmgr.routing.failover import (
     FleetEvaluation,
     Transition,
     evaluate_fleet,
     with_pauses,
 )
+from trafficmgr.routing.slowstart import health_since
 from trafficmgr.routing.table import compile_table
 from trafficmgr.routing.types import Heartbeat
 
@@ -204,7 +211,9 @@ def tick(store: HotState, now: float, fence: int = UNFENCED) -> TickResult:
     previous = store.table()
     table = compile_table(view.fleet, evaluation.statuses, now, previous=previous)
     clock.mark("compile")
-    new_doc = evaluation_doc(evaluation, heartbeats, now)
+    new_doc = evaluation_doc(
+        evaluation, heartbeats, now, old_doc, hold_down_s=view.fleet.failover.hold_down_s
+    )
     flips = controlrecord.endpoint_flips(old_doc, new_doc)
     changed = previous is None or table.version != previous.version
     update = controlrecord.TableUpdate.of(previous, table) if changed else None
@@ -288,22 +297,46 @@ def held_tick(
 
 
 def evaluation_doc(
-    evaluation: FleetEvaluation, heartbeats: Mapping[str, Heartbeat], now: float
+    evaluation: FleetEvaluation,
+    heartbeats: Mapping[str, Heartbeat],
+    now: float,
+    old_doc: Mapping[str, Any] | None = None,
+    *,
+    hold_down_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Summarise an evaluation for the metrics, the dashboard and the next tick's events."""
+    """Summarise an evaluation for the metrics, the dashboard, the next tick's events and
+    ``/route``'s slow start (``since``: when each endpoint's health last flipped); ``state``
+    and ``state_since`` are the state an endpoint is shown in, carried to the next tick."""
     endpoints = {}
+    before = (old_doc or {}).get("endpoints") or {}
     for name, h in evaluation.endpoints.items():
         hb = heartbeats.get(name)
+        was = before.get(name)
+        # the state shown, held by the band and hold-down as regions are (endpoint_state.py)
+        shown = step_endpoint(h, state_from_doc(was), hold_down_s, now)
+        since = (
+            health_since(
+                None if was is None else bool(was.get("healthy")),
+                None if was is None else was.get("since"),
+                h.healthy,
+                now,
+            )
+            if before
+            else None
+        )
         endpoints[name] = {
             "region": h.region,
             "healthy": h.healthy,
             "score": h.score,
             "load": h.load,
             "capacity": h.capacity,
-            "reason": h.reason,
+            "reason": shown_reason(h, shown, hold_down_s, now),
+            "strain": h.strain,
+            **state_to_doc(shown),
             "evidence": h.evidence,
             "received_at": hb.received_at if hb else None,
             "sent_at": hb.sent_at if hb else None,
+            "since": since,
         }
     regions = {
         name: {"state": m.state.value, "since": m.since, "paused": m.paused}

@@ -123,9 +123,13 @@ class RequestPath:
         """Swap in a new view; start slow start for endpoints that joined or came back."""
         now = self._clock()
         usable: set[str] = set()
+        before = self._snapshot.regions if self._snapshot is not None else {}
         for view in snap.regions.values():
             usable |= view.usable()
-            self.learner.learn_heartbeats(view.region, snap.beats.get(view.region.name, {}))
+            beats = snap.beats.get(view.region.name, {})
+            self.learner.learn_heartbeats(view.region, beats)
+            received = {name: hb.received_at for name, hb in beats.items()}
+            view.note_reports(before.get(view.region.name), self.ledger, received)
         if self._usable is not None:
             for name in usable - self._usable:
                 self.outlier.joined(name, now)

@@ -16,6 +16,7 @@ changes nothing; any response from the endpoint resets its count of consecutive 
 Slow start: an endpoint that joins the fleet, returns from ejection or becomes eligible again
 (healthy, active, weight above 0) ramps from ``floor`` to full share over ``slow_start_s``:
 each pick offers it to the picker with that probability (Envoy's linear ramp, aggression 1).
+The ramp and the draw are the engine's (``routing.slowstart``), which ``/route`` applies too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from trafficmgr.routing import slowstart
 
 
 class _Endpoint:
@@ -141,12 +144,9 @@ class OutlierDetector:
     def ramp(self, name: str, now: float, slow_start_s: float, floor: float) -> float:
         """Return the share (floor..1) of its traffic the endpoint may take now."""
         state = self._state.get(name)
-        if state is None or slow_start_s <= 0.0:
+        if state is None:
             return 1.0
-        elapsed = now - state.since
-        if elapsed >= slow_start_s:
-            return 1.0
-        return max(floor, elapsed / slow_start_s)
+        return slowstart.ramp(now - state.since, slow_start_s, floor)
 
     def ejected_names(self) -> list[str]:
         """Return the endpoints ejected or half-open."""

@@ -4,31 +4,38 @@ The heartbeat part (``decision.build_loads``: health, running, waiting, KV cache
 built by ``RequestPath.maintain`` every ``loads_ttl_s``, off the request path. Per request
 only what changed since is added: this process's in flight on each endpoint (``inflight``),
 and the prompt blocks this process sent there (its approximate prefix-cache index, which
-``ai_aware`` reads as ``cached_prefixes``). ``running`` is the larger of the heartbeat's
-count and this process's own (the server counts every gateway's requests, but only as of its
-last heartbeat); outstanding prefill and decode tokens are this process's, which heartbeats
-do not carry. An endpoint's combined view is cached and rebuilt only when its ledger version
-or its prefix index changed.
+``ai_aware`` reads as ``cached_prefixes``). Running requests and outstanding prefill and
+decode tokens are each the larger of the heartbeat's (the server counts every gateway's
+requests, but only as of its last heartbeat; the work is estimated from its queue and KV
+cache, ``routing.reported``) and this process's own, combined by the engine's
+``reported.with_own_flight``: this process's requests now plus the others the heartbeat
+implies beyond this process's count when it first read that heartbeat (``note_reports``),
+their change since mirroring this process's own as many times as the heartbeats imply other
+processes like it. An
+endpoint's combined view is cached and rebuilt only when its ledger version or its prefix
+index changed.
 
 Then the request's candidates are the endpoints that may take it now: serving its model,
 healthy and active (the engine's ``serves``), not drained here, weight above 0, in the
 front's subset, not ejected, under the admission limit of the request's priority, and past
-the slow-start lottery. An endpoint over its admission limit is *full*: when only full
-endpoints remain the request is saturated (429 and the admission queue) rather than without
-capacity (503).
+the slow-start lottery (``routing.slowstart``). An endpoint over its admission limit is
+*full*: when only full endpoints remain the request is saturated (429 and the admission
+queue) rather than without capacity (503).
 """
 
 from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trafficmgr.requestpath.inflight import Ledger
 from trafficmgr.requestpath.outlier import OutlierDetector
 from trafficmgr.routing.estimator import service_rates
 from trafficmgr.routing.picker import EndpointLoad, serves
+from trafficmgr.routing.reported import peers, with_own_flight
+from trafficmgr.routing.slowstart import offered as slow_start_offer
 from trafficmgr.routing.types import AdminState, Region, RegionState
 
 PREFIX_REBUILD_S = 0.02  # a busy endpoint's block set is frozen again at most this often
@@ -101,6 +108,30 @@ class RegionView:
         }
         # endpoint → (ledger version, prefix version, combined load)
         self._combined: dict[str, tuple[int, int, EndpointLoad]] = {}
+        # endpoint → this process's requests there when its heartbeat was first read, and
+        # that heartbeat's receipt time
+        self.own_at_report: dict[str, int] = {}
+        self.received: dict[str, float] = {}
+        self.peers = 0.0  # other processes like this one the heartbeats imply
+
+    def note_reports(
+        self, previous: RegionView | None, ledger: Ledger, received: Mapping[str, float]
+    ) -> None:
+        """Remember this process's count on each endpoint when its heartbeat was first read."""
+        old = previous.own_at_report if previous is not None else {}
+        old_at = previous.received if previous is not None else {}
+        for b in self.base:
+            name = b.endpoint.name
+            at = received.get(name)
+            if at is None:
+                continue
+            kept = old.get(name)
+            same = kept is not None and old_at.get(name) == at
+            self.own_at_report[name] = kept if same and kept is not None else ledger.running(name)
+            self.received[name] = at
+        own = sum(self.own_at_report.values())
+        reported = sum(b.running + b.waiting for b in self.base if b.endpoint.name in self.received)
+        self.peers = peers(reported, own)
 
     def usable(self) -> set[str]:
         """Return the endpoints eligible by heartbeat and configuration (slow-start edges)."""
@@ -121,16 +152,13 @@ class RegionView:
         cached = self._combined.get(name)
         if cached is not None and cached[0] == version and cached[1] == pversion:
             return cached[2]
-        if flight is None or flight.running == 0:
-            load = base if not blocks else _with(base, base.running, 0.0, 0.0, blocks)
+        own = self.own_at_report.get(name)
+        if (flight is None or flight.running == 0) and not own:
+            load = base if not blocks else with_own_flight(base, 0, 0.0, 0.0, blocks)
+        elif flight is None:
+            load = with_own_flight(base, 0, 0.0, 0.0, blocks, own)
         else:
-            load = _with(
-                base,
-                max(base.running, flight.running),
-                max(0.0, flight.prefill),
-                max(0.0, flight.decode),
-                blocks,
-            )
+            load = with_own_flight(base, flight.running, flight.prefill, flight.decode, blocks, own)
         self._combined[name] = (version, pversion, load)
         return load
 
@@ -168,11 +196,8 @@ class RegionView:
                 ramping.append((ramp, load))
             else:
                 offered.append(load)
-        for ramp, load in ramping:
-            if gate.rng.random() < ramp:
-                offered.append(load)
-        if not offered and ramping:  # slow start never refuses: it only shares
-            offered = [load for _, load in ramping]
+        if ramping:  # slow start never refuses: it only shares
+            offered = slow_start_offer(offered, ramping, gate.rng.random)
         if offered:
             return Candidates(tuple(offered), full)
         return Candidates((), full, self._why(model, seen, full, ejected))
@@ -188,22 +213,3 @@ class RegionView:
             f"none of the {seen} endpoints serving {model} is healthy, active, "
             "undrained and weighted"
         )
-
-
-def _with(
-    b: EndpointLoad, running: int, prefill: float, decode: float, blocks: frozenset[int]
-) -> EndpointLoad:
-    """Return ``b`` with this process's figures (a constructor call: ``replace`` is slow)."""
-    return EndpointLoad(
-        b.endpoint,
-        b.profile,
-        b.healthy,
-        running,
-        b.waiting,
-        prefill,
-        decode,
-        b.kv_cache_usage,
-        b.gpu_util,
-        b.latency_ewma_ms,
-        blocks,
-    )

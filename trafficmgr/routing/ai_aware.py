@@ -108,8 +108,9 @@ class _Snapshot:
         if group:  # many candidates: one pass now instead of one per model later
             for i, c in enumerate(loads):
                 self.positions[c.endpoint.name] = i
-                if c.healthy and c.endpoint.admin_state is AdminState.ACTIVE:
-                    for m in c.endpoint.models:
+                e = c.endpoint
+                if c.healthy and e.admin_state is AdminState.ACTIVE and e.weight > 0:
+                    for m in e.models:
                         self.by_model.setdefault(m, []).append(i)
         self.grouped = group
 

@@ -12,7 +12,10 @@ questions of one request; the answers are here, pure, so they cannot drift apart
 - ``build_loads``: the picker's view of a region's endpoints from their heartbeats and the
   engine's ``endpoint_health``. A region without evidence yet (state ``unknown``) counts its
   endpoints healthy by configuration, as the table does; a region the list names while it is
-  down (all allowed regions down, fail_open) is served by configuration too.
+  down (all allowed regions down, fail_open) is served by configuration too. What a heartbeat
+  says of the work queued (running, waiting, KV cache) becomes outstanding prefill and decode
+  tokens (``reported.reported_work``): a caller without an in-flight view of its own (``/route``)
+  then weighs an endpoint's queue, and a gateway takes the larger of it and its own figures.
 - ``histogram_delta``: what a server's cumulative output-length histogram grew by since it
   was last seen, for the picker's estimator.
 """
@@ -25,9 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from trafficmgr.routing.draw import cumulative, draw_index, unit_point
+from trafficmgr.routing.estimator import service_rates
 from trafficmgr.routing.geo import rtt_ms
 from trafficmgr.routing.health import endpoint_health
 from trafficmgr.routing.pickbase import EndpointLoad
+from trafficmgr.routing.reported import reported_work
 from trafficmgr.routing.residency import base_decision
 from trafficmgr.routing.table import lookup, zone_keys
 from trafficmgr.routing.types import (
@@ -154,14 +159,20 @@ def build_loads(
         endpoint = replace(e, models=health.models) if health.healthy and health.models else e
         server = hb.server if hb else None
         gpus = hb.gpus if hb else ()
+        running = server.requests_running if server else 0
+        waiting = server.requests_waiting if server else 0
+        kv = server.kv_cache_usage if server else 0.0
+        prefill, decode = reported_work(service_rates(profile, e.gpus), running, waiting, kv)
         out.append(
             EndpointLoad(
                 endpoint=endpoint,
                 profile=profile,
                 healthy=healthy,
-                running=server.requests_running if server else 0,
-                waiting=server.requests_waiting if server else 0,
-                kv_cache_usage=server.kv_cache_usage if server else 0.0,
+                running=running,
+                waiting=waiting,
+                outstanding_prefill_tokens=prefill,
+                outstanding_decode_tokens=decode,
+                kv_cache_usage=kv,
                 gpu_util=sum(g.util_pct for g in gpus) / (100.0 * len(gpus)) if gpus else 0.0,
                 latency_ewma_ms=server.ttft_p50_ms if server else 0.0,
             )

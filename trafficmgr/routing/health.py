@@ -31,7 +31,8 @@ endpoint's demand as at least 1: its capacity has no room. Its strain is the
 capacity-weighted median of its endpoints' strains (the strain at least half its capacity is
 at): 1 or more makes it degraded. The failover state machine leaves degraded only once the
 strain is back under ``CALM_BELOW`` (``failover.py``), so a region hovering at its objective
-does not flap.
+does not flap. ``EndpointHealth.state`` is one tick's verdict; the state an endpoint is shown
+in keeps the same band and a hold-down (``endpoint_state.py``).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class EndpointHealth:
 
     @property
     def state(self) -> str:
-        """Return unknown, down, degraded or healthy: what an operator should be shown."""
+        """Return unknown, down, degraded or healthy: this tick's verdict (what an operator is
+        shown holds it by the band and hold-down of ``endpoint_state.step_endpoint``)."""
         if not self.evidence:
             return "unknown"
         if not self.healthy:

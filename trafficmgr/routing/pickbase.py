@@ -1,7 +1,8 @@
 """What every picker strategy shares: the live view of an endpoint, a pick, eligibility.
 
-Every strategy first keeps the candidates that may serve the request: healthy, active and
-serving the request's model. A pick is always one of those, or ``None`` with the reason.
+Every strategy first keeps the candidates that may serve the request: healthy, active,
+weighted above 0 and serving the request's model. A pick is always one of those, or ``None``
+with the reason.
 
 The strategies are in ``picker.py`` (the simple ones and ``make_picker``) and
 ``ai_aware.py`` (the default).
@@ -60,9 +61,11 @@ class Picker(Protocol):
 
 
 def serves(load: EndpointLoad, model: str) -> bool:
-    """Tell whether an endpoint may take a request for ``model`` now."""
+    """Tell whether an endpoint may take a request for ``model`` now (weight 0: never)."""
     e = load.endpoint
-    return load.healthy and e.admin_state is AdminState.ACTIVE and model in e.models
+    return (
+        load.healthy and e.admin_state is AdminState.ACTIVE and e.weight > 0 and model in e.models
+    )
 
 
 def refusal(name: str, request: Request, candidates: Sequence[EndpointLoad], exp: float) -> Pick:
@@ -70,7 +73,10 @@ def refusal(name: str, request: Request, candidates: Sequence[EndpointLoad], exp
     if not serving:
         why = f"no endpoint serves {request.model}"
     else:
-        why = f"none of the {len(serving)} endpoints serving {request.model} is healthy and active"
+        why = (
+            f"none of the {len(serving)} endpoints serving {request.model} is healthy and "
+            "active with a weight above 0"
+        )
     return Pick(None, f"{name}: {why}", exp)
 
 

@@ -80,6 +80,19 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-prefix-cache", action="store_true", help="endpoints keep no prefix cache")
     p.add_argument(
+        "--gateways",
+        type=int,
+        default=1,
+        help="gateway processes; each picks from its own requests in flight and the "
+        "heartbeats of the last tick, as in production (requests dealt round robin)",
+    )
+    p.add_argument(
+        "--omniscient",
+        action="store_true",
+        help="upper bound: every picker sees every server's exact state at the pick "
+        "(no deployment has this view; --gateways is ignored)",
+    )
+    p.add_argument(
         "--strict-trace",
         action="store_true",
         help="unsorted trace timestamps are an error instead of a warning",
@@ -155,6 +168,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--batch-share must be within 0..1")
     if args.resolvers < 1:
         raise ValueError("--resolvers must be at least 1")
+    if args.gateways < 1:
+        raise ValueError(f"--gateways {args.gateways}: expected at least 1")
     return {
         "policies": [p.strip() for p in args.policies.split(",") if p.strip()],
         "load": args.load or None,
@@ -164,6 +179,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "batch_share": args.batch_share,
         "slo": Slo(args.slo_ttft, args.slo_tpot),
         "prefix_cache": not args.no_prefix_cache,
+        "gateways": args.gateways,
+        "omniscient": args.omniscient,
     }
 
 

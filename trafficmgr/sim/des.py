@@ -18,13 +18,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trafficmgr.routing.geo import rtt_ms
-from trafficmgr.routing.types import Fleet, GeoPoint
-from trafficmgr.sim.control import GlobalLevel
+from trafficmgr.routing.picker import EndpointLoad
+from trafficmgr.routing.types import Fleet, GeoPoint, Request
+from trafficmgr.sim.control import EPOCH, GlobalLevel
 from trafficmgr.sim.faults import Fault
+from trafficmgr.sim.gateways import GatewayViews
 from trafficmgr.sim.policies import Policy
 from trafficmgr.sim.server import EndpointServer, Job
 from trafficmgr.sim.workload import Workload
@@ -85,10 +87,16 @@ class Simulation:
         faults: tuple[Fault, ...] = (),
         prefix_cache: bool = True,
         progress: Callable[[float], None] | None = None,
+        gateways: int = 1,
+        omniscient: bool = False,
     ) -> None:
         self.fleet, self.workload, self.policy, self.progress = fleet, workload, policy, progress
         self.regions = [r.name for r in fleet.regions]
+        self.region_index = {name: i for i, name in enumerate(self.regions)}
         self.servers, self.region_servers = build_servers(fleet, prefix_cache)
+        self.views = (
+            None if omniscient else GatewayViews(fleet, self.region_servers, gateways, EPOCH, seed)
+        )
         self.global_level = GlobalLevel(fleet, seed)
         self.faults = faults
         self.region_down = [False] * len(self.regions)
@@ -120,6 +128,29 @@ class Simulation:
 
     def latency_ewma_ms(self, server: EndpointServer) -> float:
         return self._ewma[server.index]
+
+    def loads(
+        self,
+        request: Request,
+        servers: Sequence[EndpointServer],
+        excluded: frozenset[int],
+        gateway: int,
+        now: float,
+    ) -> tuple[EndpointLoad, ...]:
+        """Return what the request's gateway process offers its picker (see the module doc)."""
+        if self.views is not None and servers:
+            region = self.region_index[servers[0].endpoint.region]
+            return self.views.loads(gateway, region, excluded, request.prefix_hashes, now)
+        hashes = request.prefix_hashes
+        return tuple(
+            s.load(
+                self.healthy(s) and s.index not in excluded,
+                hashes,
+                self._util[s.index],
+                self._ewma[s.index],
+            )
+            for s in servers
+        )
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -194,9 +225,10 @@ class Simulation:
             return
         sr = self.workload.requests[i]
         excluded: frozenset[int] = frozenset()
+        gateway = self.views.gateway_of(i) if self.views is not None else 0
         for _ in range(2):
             choice = self.policy.choose(
-                self, sr.request, sr.output_tokens, self.region_servers[ri], excluded, now
+                self, sr.request, sr.output_tokens, self.region_servers[ri], excluded, now, gateway
             )
             server = choice.server
             if server is None:
@@ -211,9 +243,12 @@ class Simulation:
                         sr.output_tokens,
                         choice.expected_output,
                         req.prefix_hashes,
+                        gateway=gateway,
                     ),
                     now,
                 )
+                if self.views is not None:
+                    self.views.sent(gateway, server.index, req.prefix_hashes)
                 self._schedule(server)
                 return
             excluded = excluded | {server.index}
@@ -256,6 +291,8 @@ class Simulation:
             if s.up:
                 self.global_level.report(s, self._util[s.index], tokens_per_s, now)
         self.global_level.tick(now)
+        if self.views is not None:
+            self.views.refresh(self.global_level.table, self.global_level.heartbeats, now)
         reqs = self.workload.requests
         if self.progress is not None and reqs:
             self.progress(min(1.0, now / max(reqs[-1].send_at, 1e-9)))

@@ -1,10 +1,12 @@
 """Policies the simulator compares: every engine picker strategy, and an oracle.
 
 An engine policy is the real picker (``make_picker``) fed the gateway's view of the region's
-endpoints: live counters, the engine's health verdicts and the picker's own *estimates* of
-output length. It learns only from completed requests, what a gateway reporting them
-(``POST /api/v1/route/completions``) tells the decision API: the output length, the prompt's
-size and prefix blocks, and the latency from the gateway to the last token.
+endpoints (``GatewayView.loads``: by default what a production gateway process knows,
+``sim.gateways``; the omniscient view on request), one picker per gateway process and region,
+with the picker's own *estimates* of output length. It learns only from completed requests,
+what a gateway reporting them (``POST /api/v1/route/completions``) tells the decision API:
+the output length, the prompt's size and prefix blocks, and the latency from the gateway to
+the last token.
 
 ``oracle`` knows every request's true output length, its own and those in flight, and picks
 the endpoint where it would complete first if nothing else arrived: it runs each candidate's
@@ -40,9 +42,14 @@ class GatewayView(Protocol):
 
     def healthy(self, server: EndpointServer) -> bool: ...
 
-    def gpu_util(self, server: EndpointServer) -> float: ...
-
-    def latency_ewma_ms(self, server: EndpointServer) -> float: ...
+    def loads(
+        self,
+        request: Request,
+        servers: Sequence[EndpointServer],
+        excluded: frozenset[int],
+        gateway: int,
+        now: float,
+    ) -> tuple[EndpointLoad, ...]: ...
 
 
 class Policy(Protocol):
@@ -56,6 +63,7 @@ class Policy(Protocol):
         servers: Sequence[EndpointServer],
         excluded: frozenset[int],
         now: float,
+        gateway: int = 0,
     ) -> Choice: ...
 
     def observe(self, region: str, request: Request, output_tokens: int, latency_s: float) -> None:
@@ -65,23 +73,26 @@ class Policy(Protocol):
 class EnginePolicy:
     """One of the engine's picker strategies behind the gateway's view.
 
-    One picker per region, as the decision API keeps (``regions/decisions.py``), all sharing
-    one output-length estimator and one latency tail, as the decision API's pickers do: how
-    long answers are is the model's and the prompt's business, not the region's, and the tail
-    a move must stay within is the one users see, the whole service's.
+    One picker per gateway process and region, as each gateway keeps, all sharing one
+    output-length estimator and one latency tail, as a process's pickers do and as gateways
+    sharing the completions stream learn: how long answers are is the model's and the
+    prompt's business, not the region's, and the tail a move must stay within is the one
+    users see, the whole service's.
     """
 
     def __init__(self, name: str, seed: int) -> None:
         self.name, self.seed = name, seed
         self.estimator = OutputLengthEstimator()
         self.tail = LatencyTail()
-        self.pickers: dict[str, Picker] = {}
+        self.pickers: dict[tuple[int, str], Picker] = {}
 
-    def picker(self, region: str) -> Picker:
-        found = self.pickers.get(region)
+    def picker(self, region: str, gateway: int = 0) -> Picker:
+        found = self.pickers.get((gateway, region))
         if found is None:
-            found = make_picker(self.name, seed=self.seed, estimator=self.estimator, tail=self.tail)
-            self.pickers[region] = found
+            found = make_picker(
+                self.name, seed=self.seed + gateway, estimator=self.estimator, tail=self.tail
+            )
+            self.pickers[(gateway, region)] = found
         return found
 
     def choose(
@@ -92,19 +103,11 @@ class EnginePolicy:
         servers: Sequence[EndpointServer],
         excluded: frozenset[int],
         now: float,
+        gateway: int = 0,
     ) -> Choice:
-        hashes = request.prefix_hashes
-        loads = tuple(
-            s.load(
-                view.healthy(s) and s.index not in excluded,
-                hashes,
-                view.gpu_util(s),
-                view.latency_ewma_ms(s),
-            )
-            for s in servers
-        )
+        loads = view.loads(request, servers, excluded, gateway, now)
         region = servers[0].endpoint.region if servers else ""
-        pick = self.picker(region).pick(request, loads, now)
+        pick = self.picker(region, gateway).pick(request, loads, now)
         chosen = next((s for s in servers if s.endpoint.name == pick.endpoint), None)
         return Choice(chosen, pick.expected_output_tokens, pick.reason)
 
@@ -131,6 +134,7 @@ class OraclePolicy:
         servers: Sequence[EndpointServer],
         excluded: frozenset[int],
         now: float,
+        gateway: int = 0,
     ) -> Choice:
         best: tuple[float, EndpointServer] | None = None
         for s in servers:

@@ -59,9 +59,18 @@ def simulate(
     slo: Slo = DEFAULT_SLO,
     prefix_cache: bool = True,
     progress: Callable[[str, float], None] | None = None,
+    gateways: int = 1,
+    omniscient: bool = False,
 ) -> RunResult:
-    """Simulate every policy over the same workload and summarise them."""
+    """Simulate every policy over the same workload and summarise them.
+
+    ``gateways``: gateway processes, each picking from what production gives it (its own
+    requests in flight and the heartbeats of the last tick); ``omniscient``: every picker
+    sees every server's exact state instead, an upper bound (``sim.gateways``).
+    """
     names = check_policies(policies)
+    if gateways < 1:
+        raise ValueError(f"gateways: expected at least 1, got {gateways}")
     check_faults(fleet, faults)
     workload = build_workload(fleet, trace, load, seed, resolvers, batch_share)
     outcomes: dict[str, Outcome] = {}
@@ -76,15 +85,29 @@ def simulate(
             faults=faults,
             prefix_cache=prefix_cache,
             progress=report,
+            gateways=gateways,
+            omniscient=omniscient,
         )
         outcomes[name] = sim.run()
         entries[name] = summarise(outcomes[name], workload, slo)
     document = {
         "load": round(load if load is not None else workload.load, 4),
-        "trace": trace_summary(trace, workload, seed, faults),
+        "trace": trace_summary(trace, workload, seed, faults)
+        | {"view": view_summary(fleet, gateways, omniscient)},
         "policies": entries,
     }
     return RunResult(document, outcomes, workload)
+
+
+def view_summary(fleet: Fleet, gateways: int, omniscient: bool) -> dict[str, Any]:
+    """Say what the pickers were shown: gateway processes' own view, or the upper bound."""
+    if omniscient:
+        return {"kind": "omniscient", "note": "every server's exact state: an upper bound"}
+    return {
+        "kind": "gateways",
+        "gateways": gateways,
+        "heartbeat_interval_s": fleet.failover.heartbeat_interval_s,
+    }
 
 
 def trace_summary(

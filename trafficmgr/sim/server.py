@@ -13,8 +13,10 @@ model for the picker's estimates and the simulation):
   current batch, the same for every decoding request; a "virtual clock" counting the tokens
   each decoding request has produced makes every event O(log batch).
 
-Nothing here decides anything; the gateway's view (``EndpointLoad``) is built from the
-server's state plus the *estimated* output lengths the picker gave, never the true ones.
+Nothing here decides anything. What a gateway may know of a server is ``flight``: its own
+requests there, as its ledger counts them (prompt tokens until the first token, the
+*estimated* output lengths the picker gave, never the true ones). ``load`` is every request's
+exact state at this instant, the omniscient view no deployment has (``sim.gateways``).
 
 Two drivers share this model: the discrete-event simulation (``sim.des``) and the live
 simulated inference server (``trafficmgr.simserver.engine``), which steps it in real time and
@@ -52,6 +54,7 @@ class Job:
     first_token_at: float = -1.0
     arrived: float = 0.0
     cached_tokens: int = 0  # prompt tokens the prefix cache held at admission
+    gateway: int = 0  # the simulated gateway process that sent it
 
     @property
     def kv_tokens(self) -> int:
@@ -266,6 +269,23 @@ class EndpointServer:
             latency_ewma_ms=latency_ewma_ms,
             cached_prefixes=frozenset(hashes[:held]) if held else frozenset(),
         )
+
+    def flight(self, gateway: int) -> tuple[int, float, float]:
+        """Return one gateway's requests here as its ledger counts them: how many, prompt
+        tokens before their first token, expected output tokens still to come."""
+        running, prefill, decode = 0, 0.0, 0.0
+        for queue in (self.waiting, self.prefill):
+            for job in queue:
+                if job.gateway == gateway:
+                    running += 1
+                    prefill += job.input_tokens
+                    decode += job.expected_output
+        v = self.vclock
+        for _, _, job in self.decoding:
+            if job.gateway == gateway:
+                running += 1
+                decode += max(0.0, job.expected_output - 1 - (v - job.decode_from))
+        return running, prefill, decode
 
     def work_done_s(self) -> float:
         """Return the GPU-seconds at full rate this server has worked so far."""
