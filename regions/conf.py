@@ -67,3 +67,18 @@ def drill_schedule() -> str:
 def loop_front_enabled() -> bool:
     """Whether the ASGI front serves the hot paths (``TRAFFICMGR_LOOP_FRONT``, default on)."""
     return env_bool("TRAFFICMGR_LOOP_FRONT", True)
+
+
+def loop_hold_max_s() -> float:
+    """Longest the loop holds its decision over the control plane's own impairment
+    (``TRAFFICMGR_LOOP_HOLD_MAX_S``, default 300; 0: no cap); see ``regions.loop.hold``."""
+    raw = _conf().get("LOOP_HOLD_MAX_S")
+    if raw is None or raw == "":
+        raw = os.environ.get("TRAFFICMGR_LOOP_HOLD_MAX_S") or 300.0
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"TRAFFICMGR_LOOP_HOLD_MAX_S={raw!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"TRAFFICMGR_LOOP_HOLD_MAX_S={raw!r}: give 0 (no cap) or more seconds")
+    return value

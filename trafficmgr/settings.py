@@ -139,8 +139,19 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL")
 
 if REDIS_URL:
+    # A Redis that accepts and never answers (a partition, a peer wedged) must cost a request
+    # a second, not hang it: redis-py before 6 waits forever by default, 6 and later 5 s. The
+    # cache only counts rate limits and holds drill progress; its callers fail open or 503.
+    CACHE_TIMEOUT_S = env_float("TRAFFICMGR_CACHE_TIMEOUT_S", 1.0)
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_connect_timeout": CACHE_TIMEOUT_S,
+                "socket_timeout": CACHE_TIMEOUT_S,
+            },
+        }
     }
     # channels_redis waits up to 5 s in BZPOPMIN for a message; redis-py >= 6 gives every read
     # a 5 s socket timeout by default, so a quiet spell raised TimeoutError in the receive and

@@ -49,6 +49,40 @@ def test_options_become_the_server_config() -> None:
         config_from_args(parse("--workers", "0"))
 
 
+def test_rate_limit_and_tcp_options_become_the_server_config() -> None:
+    config = config_from_args(
+        parse(
+            "--rrl-rate", "300", "--rrl-nxdomain-rate", "0", "--rrl-error-rate", "7",
+            "--rrl-window", "5", "--rrl-ipv4-prefix", "22", "--rrl-ipv6-prefix", "48",
+            "--rrl-exempt", "192.0.2.0/24", "--rrl-exempt", "2001:db8::/32",
+            "--tcp-max-connections", "512", "--tcp-max-per-client", "4",
+            "--tcp-idle-timeout", "5", "--tcp-message-timeout", "0.5",
+        )
+    )  # fmt: skip
+    assert (config.rrl_rate, config.rrl_nxdomain_rate, config.rrl_error_rate) == (300, 0, 7)
+    assert (config.rrl_window_s, config.rrl_ipv4_prefix, config.rrl_ipv6_prefix) == (5, 22, 48)
+    assert config.rrl_exempt == ("192.0.2.0/24", "2001:db8::/32")
+    assert (config.tcp_max_connections, config.tcp_max_per_client) == (512, 4)
+    assert (config.tcp_idle_timeout_s, config.tcp_message_timeout_s) == (5, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (("--rrl-rate", "-1"), "--rrl-rate"),
+        (("--rrl-window", "nan"), "--rrl-window"),
+        (("--rrl-ipv4-prefix", "40"), "--rrl-ipv4-prefix"),
+        (("--rrl-exempt", "my-resolvers"), "--rrl-exempt"),
+        (("--tcp-max-per-client", "0"), "--tcp-max-per-client"),
+        (("--tcp-message-timeout", "0"), "--tcp-message-timeout"),
+        (("--tcp-idle-timeout", "inf"), "--tcp-idle-timeout"),
+    ],
+)
+def test_a_bad_rate_limit_or_tcp_option_is_named(argv: tuple[str, str], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        config_from_args(parse(*argv))
+
+
 def free_port() -> int:
     """Return a port free for both UDP and TCP on 127.0.0.1 (at the time of asking)."""
     for _ in range(20):

@@ -1,16 +1,32 @@
-"""Response-rate limiting: a flood from one prefix is dropped or slipped, others still served."""
+"""Response-rate limiting keyed like BIND's RRL: client prefix x response identity.
+
+Before, one bucket per client prefix counted every response alike: a big resolver's /24
+asking for several names shared one budget, and a flood of one name took the others down
+with it. Now each (prefix, name, type) has its own credit, NXDOMAIN shares one per prefix
+(random names get no bucket each) and so do errors; a key kept over its rate stays limited
+through its window; exempt networks are never limited. The limiter as a function here; the
+responder and its counters in test_rrl_responses.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import dns.flags
-import dns.message
 import pytest
 
-from tests.dns.world import NAME, ask, query, quiet_config
-from trafficmgr.dns.ratelimit import ALLOW, DROP, SLIP, RateLimiter, client_prefix
-from trafficmgr.dns.server import DnsServer
+from trafficmgr.dns.ratelimit import (
+    ALLOW,
+    DROP,
+    ERROR_IDENTITY,
+    NXDOMAIN_IDENTITY,
+    SLIP,
+    RateLimiter,
+    answer_identity,
+    client_prefix,
+    parse_networks,
+)
+
+API_A = answer_identity(b"\x03api\x05infer\x07example\x04test\x00", 1)
+API_AAAA = answer_identity(b"\x03api\x05infer\x07example\x04test\x00", 28)
+MODEL_A = answer_identity(b"\x05llama\x05infer\x07example\x04test\x00", 1)
 
 
 class FakeClock:
@@ -21,79 +37,118 @@ class FakeClock:
         return self.now
 
 
-def test_client_prefix_groups_v4_by_24_and_v6_by_56() -> None:
-    assert client_prefix("198.51.100.7") == client_prefix("198.51.100.250") == "198.51.100"
+def test_client_prefix_groups_v4_by_24_and_v6_by_56_or_as_configured() -> None:
+    assert client_prefix("198.51.100.7") == client_prefix("198.51.100.250")
     assert client_prefix("198.51.101.7") != client_prefix("198.51.100.7")
     assert client_prefix("2001:db8:0:ff::1") == client_prefix("2001:db8:0:1::2")
     assert client_prefix("2001:db8:0:100::1") != client_prefix("2001:db8:0:1::1")
-    assert client_prefix("::ffff:198.51.100.7") == "198.51.100"
+    assert client_prefix("::ffff:198.51.100.7") == client_prefix("198.51.100.9")
+    assert client_prefix("198.51.100.7", 28) != client_prefix("198.51.100.250", 28)
+    assert client_prefix("198.51.100.7", 28) == client_prefix("198.51.100.15", 28)
+    assert client_prefix("2001:db8::1", ipv6_prefix=64) != client_prefix("2001:db8:0:1::1", 24, 64)
 
 
-def test_token_bucket_allows_a_burst_then_the_rate() -> None:
+def test_each_name_and_type_has_its_own_credit() -> None:
+    limiter = RateLimiter(rate=5, slip=0, clock=FakeClock())
+    assert [limiter.check("192.0.2.1", API_A) for _ in range(6)] == [ALLOW] * 5 + [DROP]
+    assert limiter.check("192.0.2.200", API_A) == DROP  # same /24, same response: same key
+    assert limiter.check("192.0.2.1", API_AAAA) == ALLOW  # another type
+    assert limiter.check("192.0.2.1", MODEL_A) == ALLOW  # another name
+    assert limiter.check("198.51.100.1", API_A) == ALLOW  # another prefix
+    # Letter case does not make a name new.
+    upper = answer_identity(b"\x03API\x05infer\x07example\x04test\x00", 1)
+    assert upper == API_A
+
+
+def test_nxdomain_and_errors_share_one_credit_per_prefix_each() -> None:
+    limiter = RateLimiter(rate=100, nxdomain_rate=3, error_rate=2, slip=0, clock=FakeClock())
+    assert [limiter.check("192.0.2.1", NXDOMAIN_IDENTITY) for _ in range(4)] == [ALLOW] * 3 + [DROP]
+    assert [limiter.check("192.0.2.1", ERROR_IDENTITY) for _ in range(3)] == [ALLOW] * 2 + [DROP]
+    assert limiter.check("192.0.2.1", API_A) == ALLOW  # answers are counted apart
+
+
+def test_a_key_kept_over_its_rate_stays_limited_through_its_window() -> None:
     clock = FakeClock()
-    limiter = RateLimiter(rate=10, burst=5, slip=0, clock=clock)
-    assert [limiter.check("192.0.2.1") for _ in range(6)] == [ALLOW] * 5 + [DROP]
-    clock.now += 0.1  # one token back
-    assert limiter.check("192.0.2.200") == ALLOW  # same /24, same bucket
-    assert limiter.check("192.0.2.1") == DROP
-    assert limiter.check("198.51.100.1") == ALLOW  # another prefix has its own
+    limiter = RateLimiter(rate=10, slip=0, clock=clock, window_s=2.0)
+    for _ in range(200):  # far over: the debt reaches its floor, 2 s' worth
+        limiter.check("192.0.2.1", API_A)
+    clock.now += 1.5  # not long enough to pay 20 responses of debt back
+    assert limiter.check("192.0.2.1", API_A) == DROP
+    clock.now += 2.6
+    assert limiter.check("192.0.2.1", API_A) == ALLOW
 
 
-def test_slip_answers_every_nth_limited_query() -> None:
+def test_slip_answers_every_nth_limited_response() -> None:
     limiter = RateLimiter(rate=1, burst=1, slip=2, clock=FakeClock())
-    assert limiter.check("192.0.2.1") == ALLOW
-    assert [limiter.check("192.0.2.1") for _ in range(4)] == [DROP, SLIP, DROP, SLIP]
+    assert limiter.check("192.0.2.1", API_A) == ALLOW
+    assert [limiter.check("192.0.2.1", API_A) for _ in range(4)] == [DROP, SLIP, DROP, SLIP]
 
 
-def test_rate_zero_turns_limiting_off() -> None:
-    limiter = RateLimiter(rate=0)
-    assert not limiter.enabled
-    assert all(limiter.check("192.0.2.1") == ALLOW for _ in range(1000))
+def test_exempt_networks_are_never_limited() -> None:
+    exempt = parse_networks(["192.0.2.0/28", "2001:db8:5::/48"], "--rrl-exempt")
+    limiter = RateLimiter(rate=1, slip=0, clock=FakeClock(), exempt=exempt)
+    assert all(limiter.check("192.0.2.5", API_A) == ALLOW for _ in range(100))
+    assert all(limiter.check("::ffff:192.0.2.6", API_A) == ALLOW for _ in range(100))
+    assert all(limiter.check("2001:db8:5:1::9", API_A) == ALLOW for _ in range(100))
+    assert [limiter.check("192.0.2.77", API_A) for _ in range(2)] == [ALLOW, DROP]
 
 
-def test_the_table_of_buckets_stays_bounded() -> None:
+def test_a_bad_exempt_network_is_named() -> None:
+    with pytest.raises(ValueError, match="--rrl-exempt 'resolvers'"):
+        parse_networks(["192.0.2.0/24", "resolvers"], "--rrl-exempt")
+
+
+def test_rate_zero_turns_limiting_off_and_a_class_rate_zero_that_class() -> None:
+    off = RateLimiter(rate=0)
+    assert not off.enabled
+    assert all(off.check("192.0.2.1", API_A) == ALLOW for _ in range(1000))
+    no_nx = RateLimiter(rate=1, nxdomain_rate=0, slip=0, clock=FakeClock())
+    assert all(no_nx.check("192.0.2.1", NXDOMAIN_IDENTITY) == ALLOW for _ in range(1000))
+    assert [no_nx.check("192.0.2.1", API_A) for _ in range(2)] == [ALLOW, DROP]
+
+
+def test_the_default_lets_a_big_resolver_through() -> None:
+    """A resolver /24 asking one name 150 times a second (ECS: one cache per client scope,
+    a 10 s TTL, 1,500 client scopes), and NXDOMAIN for 30 typos a second, for a minute."""
+    from trafficmgr.dns.config import ServerConfig
+
+    c = ServerConfig()
+    clock = FakeClock()
+    limiter = RateLimiter(
+        c.rrl_rate,
+        c.rrl_burst,
+        c.rrl_slip,
+        clock,
+        nxdomain_rate=c.rrl_nxdomain_rate,
+        error_rate=c.rrl_error_rate,
+        window_s=c.rrl_window_s,
+    )
+    verdicts = []
+    for tick in range(60 * 150):
+        clock.now += 1 / 150
+        resolver = f"203.0.113.{tick % 200 + 1}"  # its egress addresses, one /24
+        verdicts.append(limiter.check(resolver, API_A))
+        if tick % 5 == 0:
+            verdicts.append(limiter.check(resolver, NXDOMAIN_IDENTITY))
+    assert set(verdicts) == {ALLOW}
+
+
+def test_the_table_of_keys_stays_bounded() -> None:
     clock = FakeClock()
     limiter = RateLimiter(rate=10, clock=clock, max_tracked=100)
     for i in range(1000):
         clock.now += 1.0
-        limiter.check(f"10.{i // 256}.{i % 256}.1")
+        limiter.check(f"10.{i // 256}.{i % 256}.1", API_A)
     assert len(limiter) <= 100
 
 
-@pytest.mark.parametrize("slip", [0, 1, 2])
-def test_flood_from_one_source_is_limited_and_counted_others_answered(
-    make_server: Callable[..., DnsServer], slip: int
-) -> None:
-    server = make_server(quiet_config(rrl_rate=20, rrl_burst=20, rrl_slip=slip))
-    server.responder.limiter = RateLimiter(20, 20, slip, clock=FakeClock())  # time stands still
-    wire = query(NAME, "A").to_wire()
-    replies = [server.handle(wire, "203.0.113.66") for _ in range(200)]
-    answered = [r for r in replies if r is not None]
-    full = [r for r in answered if not dns.message.from_wire(r).flags & dns.flags.TC]
-    assert len(full) == 20  # the burst
-    metrics = server.metrics
-    assert metrics["rrl_dropped"] + metrics["rrl_slipped"] == 180
-    if slip == 0:
-        assert metrics["rrl_slipped"] == 0 and len(answered) == 20
-    if slip == 1:
-        assert metrics["rrl_dropped"] == 0 and len(answered) == 200
-    if slip == 2:
-        assert metrics["rrl_slipped"] == 90
-    for reply in answered[20:]:
-        slipped = dns.message.from_wire(reply)
-        assert slipped.flags & dns.flags.TC and not slipped.answer  # tiny: no amplification
-        assert len(reply) <= len(wire) + 12
-    assert ask(server, query(NAME, "A"), source="198.51.100.5").answer  # a bystander
-    assert ask(server, query(NAME, "A"), source="203.0.113.66", tcp=True).answer  # TCP exempt
-
-
-def test_past_the_bound_the_least_recently_seen_prefix_is_forgotten() -> None:
+def test_past_the_bound_the_least_recently_seen_key_is_forgotten() -> None:
     clock = FakeClock()
     limiter = RateLimiter(rate=1, burst=1, slip=0, clock=clock, max_tracked=3)
     for address in ("10.0.1.1", "10.0.2.1", "10.0.3.1"):
-        assert limiter.check(address) == ALLOW
-    assert limiter.check("10.0.1.1") == DROP  # still limited; now the most recently seen
-    assert limiter.check("10.0.4.1") == ALLOW  # evicts 10.0.2.0/24, not the limited one
+        assert limiter.check(address, API_A) == ALLOW
+    assert limiter.check("10.0.1.1", API_A) == DROP  # still limited; now the most recent
+    assert limiter.check("10.0.4.1", API_A) == ALLOW  # evicts 10.0.2.0/24's key
     assert len(limiter) == 3
-    assert limiter.check("10.0.1.1") == DROP  # its bucket was kept: no fresh burst
-    assert limiter.check("10.0.2.1") == ALLOW  # forgotten: a new, full bucket
+    assert limiter.check("10.0.1.1", API_A) == DROP  # its key was kept: no fresh burst
+    assert limiter.check("10.0.2.1", API_A) == ALLOW  # forgotten: a new, full credit

@@ -178,11 +178,11 @@ def test_a_full_cache_forgets_its_oldest_reply_first() -> None:
     cache = ReplyCache(limit=3)
     basis = 7  # the id of the replies' basis
     for n in range(4):
-        cache.put(b"query %d" % n, None, (b"reply %d" % n, 0, basis, 0))
-    cache.put(b"query 9", "192.0.2", (b"by source", 0, basis, 0))  # it has its own bound
+        cache.put(b"query %d" % n, None, (b"reply %d" % n, 0, basis, 0, b"E"))
+    cache.put(b"query 9", "192.0.2", (b"by source", 0, basis, 0, b"E"))  # it has its own bound
     assert len(cache) == 4
     assert cache.get(b"query 0", "192.0.2.1") is None
-    assert cache.get(b"query 1", "192.0.2.1") == (b"reply 1", 0, basis, 0)
-    assert cache.get(b"query 9", "192.0.2.77") == (b"by source", 0, basis, 0)
-    cache.put(b"query 1", None, (b"again", 0, basis, 0))  # a key already kept evicts nothing
-    assert cache.get(b"query 2", "192.0.2.1") == (b"reply 2", 0, basis, 0)
+    assert cache.get(b"query 1", "192.0.2.1") == (b"reply 1", 0, basis, 0, b"E")
+    assert cache.get(b"query 9", "192.0.2.77") == (b"by source", 0, basis, 0, b"E")
+    cache.put(b"query 1", None, (b"again", 0, basis, 0, b"E"))  # a key already kept evicts nothing
+    assert cache.get(b"query 2", "192.0.2.1") == (b"reply 2", 0, basis, 0, b"E")

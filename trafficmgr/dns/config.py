@@ -24,12 +24,23 @@ class ServerConfig:
     workers: int = 1
     answers: int = 1  # regions per answer
     max_udp_payload: int = MAX_UDP_PAYLOAD
-    rrl_rate: float = 200.0  # responses per second per client prefix; 0 turns RRL off
-    rrl_burst: float | None = None  # None: one second's worth
-    rrl_slip: int = 2  # every n-th limited query gets TC=1; 0 drops them all
+    # Response-rate limiting (``ratelimit``; defaults and tuning in docs/dns.md): responses
+    # per second per (client prefix, response identity), by class.
+    rrl_rate: float = 200.0  # answers (NOERROR) per name and type; 0 turns RRL off
+    rrl_nxdomain_rate: float = 50.0  # NXDOMAIN, per zone; 0: unlimited
+    rrl_error_rate: float = 50.0  # errors (REFUSED, FORMERR, ...); 0: unlimited
+    rrl_burst: float | None = None  # credit in hand; None: one second's worth of its class
+    rrl_window_s: float = 15.0  # how long a key kept over its rate stays limited, at most
+    rrl_slip: int = 2  # every n-th limited response goes out with TC=1; 0 drops them all
+    rrl_ipv4_prefix: int = 24
+    rrl_ipv6_prefix: int = 56
+    rrl_exempt: tuple[str, ...] = ()  # networks never limited (CIDR)
     cache_size: int = 50_000  # entries per cache (rendered sections, replies by query)
-    tcp_idle_timeout_s: float = 10.0
-    tcp_max_connections: int = 256
+    # DNS over TCP (RFC 7766; ``transport.TcpConnection``; defaults in docs/dns.md).
+    tcp_idle_timeout_s: float = 10.0  # no complete query for this long: closed
+    tcp_message_timeout_s: float = 2.0  # a message begun must arrive whole within this
+    tcp_max_connections: int = 256  # open at once, in all (per worker process)
+    tcp_max_per_client: int = 16  # open at once from one IPv4 address or IPv6 /64
     poll_interval_s: float = 1.0  # how often the table file is checked
     fleet_poll_s: float = 5.0  # how often the fleet source is read again; 0: never
     nameserver: str = "ns1"  # label of the apex NS name, inside the zone

@@ -9,7 +9,9 @@ zero. ``sum by (...)`` in PromQL gives the server's totals. The HTTP side and th
 workers are in ``scrape.py``; this module only turns snapshots into text.
 
 What it exports, beside every event counter of ``metrics.EVENTS``: answers by query type and
-by response code, refusals, rate-limited queries (dropped or slipped), truncated answers, the
+by response code, refusals, rate-limited responses (dropped or slipped, and by class), the
+keys the rate limiter tracks, truncated answers, TCP connections refused (in all or per
+client) and closed by the server (idle, partial message, unread answers, not DNS), the
 answer-time histogram, and the table served: its age (now - its ``generated_at``) and whether
 it is *published* (from Redis, the table file or the control loop in process), *static* (the
 fleet alone, before any table) or *last-good* (read back from the state file, or a Redis table
@@ -46,7 +48,21 @@ class Serving(Protocol):
 
 TABLE_STATES = ("published", "static", "last-good")
 PUBLISHED = frozenset({"redis", "table-file", "setter"})
-_OWN_METRICS = {"queries", "udp", "tcp", "refused", "rrl_dropped", "rrl_slipped", "truncated"}
+RRL_CLASSES = ("answer", "nxdomain", "error")
+TCP_REFUSALS = {"max_connections": "tcp_rejected", "per_client": "tcp_rejected_per_client"}
+TCP_CLOSES = ("idle", "partial", "unread", "garbage")
+_OWN_METRICS = {
+    "queries",
+    "udp",
+    "tcp",
+    "refused",
+    "rrl_dropped",
+    "rrl_slipped",
+    "truncated",
+    *(f"rrl_limited_{c}" for c in RRL_CLASSES),
+    *TCP_REFUSALS.values(),
+    *(f"tcp_closed_{c}" for c in TCP_CLOSES),
+}
 
 Snapshot = dict[str, Any]
 
@@ -150,6 +166,14 @@ def _worker(add: Add, w: Mapping[str, str], snap: Snapshot, now: float) -> None:
             {**w, "action": action},
             snap.get(f"rrl_{action}", 0),
         )
+    for cls in RRL_CLASSES:
+        add(
+            "trafficmgr_dns_rrl_limited_total",
+            "counter",
+            "Responses over the response rate limit, by class (answer, nxdomain, error).",
+            {**w, "class": cls},
+            snap.get(f"rrl_limited_{cls}", 0),
+        )
     add(
         "trafficmgr_dns_truncated_total",
         "counter",
@@ -157,6 +181,7 @@ def _worker(add: Add, w: Mapping[str, str], snap: Snapshot, now: float) -> None:
         w,
         snap.get("truncated", 0),
     )
+    _tcp(add, w, snap)
     for event in sorted(k for k, v in snap.items() if isinstance(v, int) and k not in _SKIP):
         add(
             "trafficmgr_dns_events_total",
@@ -169,7 +194,34 @@ def _worker(add: Add, w: Mapping[str, str], snap: Snapshot, now: float) -> None:
     _table(add, w, snap, now)
 
 
-_SKIP = _OWN_METRICS | {"cache_entries", "reply_cache_entries", "tcp_open"}
+_SKIP = _OWN_METRICS | {
+    "cache_entries",
+    "reply_cache_entries",
+    "tcp_open",
+    "tcp_clients",
+    "rrl_keys",
+}
+
+
+def _tcp(add: Add, w: Mapping[str, str], snap: Snapshot) -> None:
+    """Add the TCP connections refused and closed by the server, by reason."""
+    for reason, event in TCP_REFUSALS.items():
+        add(
+            "trafficmgr_dns_tcp_refused_total",
+            "counter",
+            "TCP connections refused: too many open in all, or from one client.",
+            {**w, "reason": reason},
+            snap.get(event, 0),
+        )
+    for reason in TCP_CLOSES:
+        add(
+            "trafficmgr_dns_tcp_closed_total",
+            "counter",
+            "TCP connections the server closed: idle, a message not whole in time (partial), "
+            "answers not read (unread), not DNS (garbage).",
+            {**w, "reason": reason},
+            snap.get(f"tcp_closed_{reason}", 0),
+        )
 
 
 def _latency(add: Add, w: Mapping[str, str], hist: Mapping[str, Any]) -> None:
@@ -230,6 +282,20 @@ def _table(add: Add, w: Mapping[str, str], snap: Snapshot, now: float) -> None:
         "TCP connections open now.",
         w,
         snap.get("tcp_open", 0),
+    )
+    add(
+        "trafficmgr_dns_tcp_clients_open",
+        "gauge",
+        "Clients (IPv4 addresses, IPv6 /64s) holding a TCP connection now.",
+        w,
+        snap.get("tcp_clients", 0),
+    )
+    add(
+        "trafficmgr_dns_rrl_keys",
+        "gauge",
+        "Keys (client prefix x response) the response rate limiter tracks now.",
+        w,
+        snap.get("rrl_keys", 0),
     )
 
 

@@ -49,6 +49,9 @@ EVENTS = (
     "nodata",
     "notimp",
     "truncated",  # answered with TC=1 because the answer did not fit
+    "rrl_limited_answer",  # responses over the rate limit (dropped or slipped), by class
+    "rrl_limited_nxdomain",
+    "rrl_limited_error",
     "rrl_dropped",
     "rrl_slipped",
     "cache_hits",
@@ -61,7 +64,12 @@ EVENTS = (
     "ecs",
     "udp_errors",  # a datagram could not be read or its reply not sent
     "tcp_connections",
-    "tcp_rejected",
+    "tcp_rejected",  # refused: ``tcp_max_connections`` open already
+    "tcp_rejected_per_client",  # refused: ``tcp_max_per_client`` open from its client already
+    "tcp_closed_idle",  # no complete query for ``tcp_idle_timeout_s``
+    "tcp_closed_partial",  # a message begun not whole within ``tcp_message_timeout_s``
+    "tcp_closed_unread",  # the client did not read its answers
+    "tcp_closed_garbage",  # it sent something that is not DNS
     "table_swaps",
     "table_rejected",
     "table_source_errors",

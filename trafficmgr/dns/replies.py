@@ -31,9 +31,10 @@ from typing import TypeVar
 
 _MAPPED = b"\x00" * 10 + b"\xff\xff"
 
-# The reply after its ID, the counters' signature, its basis's id, and the prefix bucket it
-# was picked by (``carry.same_pick``; 0 when it was not picked among several regions).
-Entry = tuple[bytes, int, int, int]
+# The reply after its ID, the counters' signature, its basis's id, the prefix bucket it was
+# picked by (``carry.same_pick``; 0 when it was not picked among several regions), and its
+# identity for the rate limiter (``ratelimit``).
+Entry = tuple[bytes, int, int, int, bytes]
 K = TypeVar("K", bound=Hashable)
 
 

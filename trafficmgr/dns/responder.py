@@ -1,8 +1,8 @@
 """Answer one DNS message: bytes in, bytes (or None: stay silent) out.
 
 This is the whole server minus the sockets, so tests call it as a function. A datagram first
-meets the rate limiter, then the reply cache (``replies``): a query whose bytes were answered
-before under the same table gets that reply back with its own ID, and nothing else is done.
+meets the reply cache (``replies``): a query whose bytes were answered before under the same
+table gets that reply back with its own ID, and nothing else is done (but the rate limiter).
 Otherwise, the slow way: parse (``wire``), refuse what is malformed or not ours, then answer
 from the caches of rendered sections, rendering only on a miss. Routed names take two steps:
 the candidate regions for (name, type, client country, continent), which is all the routing
@@ -25,7 +25,12 @@ truncated (TC=1) so the client retries over TCP. The reply cache keys on all of 
 its replies are byte for byte what the slow way gives. TCP always takes the slow way.
 
 What each query counts is collected as it is answered (``Outcome``) and counted once; a
-cached reply remembers it, so a hit counts the same events with one increment."""
+cached reply remembers it, so a hit counts the same events with one increment.
+
+The rate limiter (``ratelimit``) is keyed by the response, so a datagram meets it once its
+reply is known: a cached reply carries its identity (name and type, NXDOMAIN or error), a
+rendered one is given it. A limited reply is counted as limited instead of answered, and
+dropped or replaced by a bare truncated one (slip). TCP is never limited."""
 
 from __future__ import annotations
 
@@ -44,7 +49,7 @@ from trafficmgr.dns.carry import Basis, Route, SerialBasis, picks_of, same_pick
 from trafficmgr.dns.choice import mask_prefix, prefix_bucket
 from trafficmgr.dns.config import MIN_UDP_PAYLOAD, ServerConfig
 from trafficmgr.dns.metrics import QTYPE_NAMES, Counters
-from trafficmgr.dns.ratelimit import ALLOW, DROP, RateLimiter
+from trafficmgr.dns.ratelimit import ALLOW, CLASS_NAMES, DROP, RateLimiter, identity_of
 from trafficmgr.dns.replies import Entry, ReplyCache, source_bucket
 from trafficmgr.dns.routed import Candidates, RoutedAnswers
 from trafficmgr.dns.tables import Snapshot, TableStore
@@ -118,6 +123,7 @@ class Outcome:
     uses_source: bool = False  # located by the source address (no ECS): keyed by its prefix
     basis: Basis | None = None  # what the reply rests on besides the query and zone (``carry``)
     bucket: int = 0  # the client prefix bucket a region was picked by, if among several
+    query: Query | None = None
 
 
 class Responder:
@@ -137,7 +143,18 @@ class Responder:
         self.config = config
         self.counters = counters
         self.locator = locator
-        self.limiter = RateLimiter(config.rrl_rate, config.rrl_burst, config.rrl_slip, clock)
+        self.limiter = RateLimiter(
+            config.rrl_rate,
+            config.rrl_burst,
+            config.rrl_slip,
+            clock,
+            nxdomain_rate=config.rrl_nxdomain_rate,
+            error_rate=config.rrl_error_rate,
+            window_s=config.rrl_window_s,
+            ipv4_prefix=config.rrl_ipv4_prefix,
+            ipv6_prefix=config.rrl_ipv6_prefix,
+            exempt=config.rrl_exempt,
+        )
         self.routed = RoutedAnswers(config.answers)
         self.replies = ReplyCache(config.cache_size)
         self._hits = counters.hits
@@ -165,41 +182,71 @@ class Responder:
         """Answer one message from ``source`` (an IP address); None means send nothing."""
         if not tcp:
             return self.handle_udp(wire, source)
-        outcome = self._respond(wire, source, True, ALLOW)
+        outcome = self._respond(wire, source, True)
         self.counters.count(outcome.marks, outcome.rcode, outcome.qtype)
         return outcome.reply
 
     def handle_udp(self, wire: bytes, source: str) -> bytes | None:
         """Answer a datagram; a query seen before gets its cached reply with this query's ID."""
         limiter = self.limiter
-        verdict = limiter.check(source) if limiter.rate > 0 else ALLOW
-        if verdict == ALLOW:
-            replies = self.replies
-            if replies.snapshot is not self.store.snapshot or replies.zone is not self.zone:
-                self._follow()
-            entry = replies.fixed.get(wire[2:])
-            if entry is None and replies.by_source:
-                entry = replies.get(wire[2:], source)
-            if entry is not None and entry[2] not in self._valid:
-                entry = self._recheck(wire[2:], source, entry)
-            if entry is not None:
-                self._hits[entry[1]] += 1
-                return wire[:2] + entry[0]
-        outcome = self._respond(wire, source, False, verdict)
+        replies = self.replies
+        if replies.snapshot is not self.store.snapshot or replies.zone is not self.zone:
+            self._follow()
+        entry = replies.fixed.get(wire[2:])
+        if entry is None and replies.by_source:
+            entry = replies.get(wire[2:], source)
+        if entry is not None and entry[2] not in self._valid:
+            entry = self._recheck(wire[2:], source, entry)
+        if entry is not None:
+            if limiter.enabled and (verdict := limiter.check(source, entry[4])) != ALLOW:
+                return self._limited(wire, verdict, entry[4], None)
+            self._hits[entry[1]] += 1
+            return wire[:2] + entry[0]
+        outcome = self._respond(wire, source, False)
+        reply = outcome.reply
+        if reply is None:
+            self.counters.count(outcome.marks, outcome.rcode, outcome.qtype)
+            return None
+        query = outcome.query
+        identity = identity_of(
+            outcome.rcode, query.qname if query else b"", query.qtype if query else 0
+        )
+        if outcome.cacheable and len(wire) > 2:
+            self._keep(wire, source, outcome, reply, identity)
+        if limiter.enabled and (verdict := limiter.check(source, identity)) != ALLOW:
+            return self._limited(wire, verdict, identity, outcome.query)
         self.counters.count(outcome.marks, outcome.rcode, outcome.qtype)
-        if outcome.cacheable and outcome.reply is not None and len(wire) > 2:
-            self._keep(wire, source, outcome, outcome.reply)
+        return reply
+
+    def _limited(
+        self, wire: bytes, verdict: int, identity: bytes, query: Query | None
+    ) -> bytes | None:
+        """Count a response over the rate limit; drop it, or send it bare and truncated."""
+        marks = ["queries", "udp", "rrl_limited_" + CLASS_NAMES.get(identity[0], "error")]
+        if verdict == DROP:
+            marks += ("rrl_dropped", "dropped")
+            self.counters.count(marks, None, None)
+            return None
+        query = query if query is not None else parse_query(wire)
+        outcome = Outcome(None, marks)
+        outcome.marks.append("rrl_slipped")
+        if query is not None:
+            outcome.reply = self._bare(query, query.rcode, outcome, truncated=True)
+        self.counters.count(outcome.marks, outcome.rcode, None)
         return outcome.reply
 
-    def _keep(self, wire: bytes, source: str, outcome: Outcome, reply: bytes) -> None:
-        """Cache a reply with what a repeat of its query counts (a hit, not a render)."""
+    def _keep(
+        self, wire: bytes, source: str, outcome: Outcome, reply: bytes, identity: bytes
+    ) -> None:
+        """Cache a reply with what a repeat of its query counts (a hit, not a render) and
+        its identity for the rate limiter."""
         marks = [m for m in outcome.marks if m not in _NOT_ON_A_HIT]
         marks.append("cache_hits")
         signature = self.counters.signature(marks, outcome.rcode, outcome.qtype)
         if signature is not None and outcome.basis is not None:
             bucket = source_bucket(source) if outcome.uses_source else None
             self._register(outcome.basis)
-            entry = (reply[2:], signature, outcome.basis.id, outcome.bucket)
+            entry = (reply[2:], signature, outcome.basis.id, outcome.bucket, identity)
             self.replies.put(wire[2:], bucket, entry)
 
     def _register(self, basis: Basis) -> None:
@@ -258,7 +305,7 @@ class Responder:
         if not same_pick(basis, route, entry[3]):
             return None
         self._register(route)
-        entry = (entry[0], entry[1], route.id, entry[3])  # the same bytes, on the new route
+        entry = (entry[0], entry[1], route.id, entry[3], entry[4])  # the same bytes, new route
         self.replies.replace(key, source, entry)
         self.counters.add("cache_repicked")
         return entry
@@ -284,23 +331,17 @@ class Responder:
         self.counters.add("cache_changed")
         return False
 
-    def _respond(self, wire: bytes, source: str, tcp: bool, verdict: int) -> Outcome:
-        """Answer a message the slow way (parse, look up, render), after the rate limiter."""
+    def _respond(self, wire: bytes, source: str, tcp: bool) -> Outcome:
+        """Answer a message the slow way (parse, look up, render)."""
         outcome = Outcome(None, ["queries", "tcp" if tcp else "udp"])
         marks = outcome.marks
         query = parse_query(wire)
         if query is None:
             marks.append("dropped")
             return outcome
+        outcome.query = query
         if query.via_fallback:
             marks.append("fallback_parses")
-        if verdict != ALLOW:
-            if verdict == DROP:
-                marks += ("rrl_dropped", "dropped")
-                return outcome
-            marks.append("rrl_slipped")
-            outcome.reply = self._bare(query, query.rcode, outcome, truncated=True)
-            return outcome
         if query.question:
             outcome.qtype = QTYPE_NAMES.get(query.qtype, "other")
         if query.rcode:

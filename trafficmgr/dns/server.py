@@ -40,7 +40,7 @@ from trafficmgr.dns.scrape import (
 )
 from trafficmgr.dns.sources import RedisSource, watch_file
 from trafficmgr.dns.tables import TableStore
-from trafficmgr.dns.transport import TcpConnection, TcpLimits, UdpReader, udp_socket
+from trafficmgr.dns.transport import TcpClients, TcpConnection, TcpLimits, UdpReader, udp_socket
 from trafficmgr.dns.zone import ZoneData
 from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.types import Fleet, RoutingTable
@@ -92,10 +92,14 @@ class DnsServer:
         self.reuse_port = reuse_port or self.config.workers > 1
         self._udp: UdpReader | None = None
         self._tcp: asyncio.Server | None = None
-        self._tcp_limits = TcpLimits(
-            self.config.tcp_max_connections, self.config.tcp_idle_timeout_s
+        self._connections = TcpClients(
+            TcpLimits(
+                self.config.tcp_max_connections,
+                self.config.tcp_idle_timeout_s,
+                self.config.tcp_max_per_client,
+                self.config.tcp_message_timeout_s,
+            )
         )
-        self._connections: set[TcpConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.host = self.config.host
         self.port = self.config.port
@@ -116,6 +120,8 @@ class DnsServer:
         out["cache_entries"] = self.responder.cache_entries
         out["reply_cache_entries"] = len(self.responder.replies)
         out["tcp_open"] = len(self._connections)
+        out["tcp_clients"] = self._connections.clients()
+        out["rrl_keys"] = len(self.responder.limiter)
         return out
 
     def set_table(self, table: RoutingTable) -> bool:
@@ -181,9 +187,7 @@ class DnsServer:
         )
 
     def _tcp_connection(self) -> TcpConnection:
-        return TcpConnection(
-            self.responder.handle, self._tcp_limits, self._connections, self.counters
-        )
+        return TcpConnection(self.responder.handle, self._connections, self.counters)
 
     async def stop(self) -> None:
         """Close the listeners and connections, stop the sources, flush the state file."""
@@ -199,7 +203,7 @@ class DnsServer:
             self._udp = None
         if self._tcp is not None:
             self._tcp.close()
-            for connection in list(self._connections):
+            for connection in self._connections:
                 connection.close()
             await self._tcp.wait_closed()
             self._tcp = None

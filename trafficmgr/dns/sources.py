@@ -13,6 +13,12 @@ exponential backoff capped at ``BACKOFF_MAX_S`` (2 s) when Redis goes away: a se
 answering from its last table meanwhile, and follows the table again within about that long
 after Redis returns (the reconnect re-reads the key at once). A handful of DNS servers
 retrying every 2 s is nothing for Redis; a long cap only kept them on a stale table.
+
+A partition is not a refusal: a Redis that accepts and never answers, or a subscription
+whose peer went silent, sends no error and no end of file. Every command therefore has a
+read timeout (``READ_TIMEOUT_S``), and a subscriber that heard nothing for ``IDLE_CHECK_S``
+reads the published table's version (a few bytes): a partition then fails that read within
+the timeout and the source reconnects, and an update whose message was lost is fetched.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import os
 import random
 from typing import Any
 
+from trafficmgr.contracts import TABLE_VERSION_KEY, redis_key
 from trafficmgr.dns.metrics import Counters
 from trafficmgr.dns.tables import TableStore, parse_table
 
@@ -30,8 +37,12 @@ log = logging.getLogger(__name__)
 
 REDIS_KEY = "trafficmgr:table"
 REDIS_CHANNEL = "trafficmgr:table:updates"
+REDIS_VERSION_KEY = redis_key(TABLE_VERSION_KEY)  # the published table's version alone
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 2.0
+CONNECT_TIMEOUT_S = 2.0
+READ_TIMEOUT_S = 2.0  # a table of ~1 MB crosses a LAN in milliseconds
+IDLE_CHECK_S = 5.0
 
 
 def _file_stamp(path: str) -> tuple[int, int, int] | None:
@@ -66,6 +77,7 @@ class RedisSource:
         self.store = store
         self.counters = counters
         self.connected = False
+        self._version: bytes | None = None  # the version key as last read with the table
 
     async def run(self) -> None:
         """Subscribe, fetch, follow updates; on any failure wait and start over, forever."""
@@ -75,17 +87,18 @@ class RedisSource:
         backoff = BACKOFF_FIRST_S
         while True:
             client: Any = aioredis.from_url(
-                self.url, socket_connect_timeout=2.0, health_check_interval=5
+                self.url,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                socket_timeout=READ_TIMEOUT_S,
+                health_check_interval=IDLE_CHECK_S,
             )
             try:
                 pubsub = client.pubsub()
                 await pubsub.subscribe(REDIS_CHANNEL)
-                self.connected = True
                 await self._fetch(client)
+                self.connected = True
                 backoff = BACKOFF_FIRST_S
-                async for message in pubsub.listen():
-                    if message.get("type") == "message":
-                        await self._update(client, message.get("data"))
+                await self._follow(client, pubsub)
             except (TimeoutError, RedisError, OSError) as exc:
                 self.counters.add("redis_errors")
                 log.warning("redis table source %s: %s; retrying in %.1f s", self.url, exc, backoff)
@@ -95,7 +108,19 @@ class RedisSource:
             await asyncio.sleep(retry_delay(backoff))
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
+    async def _follow(self, client: Any, pubsub: Any) -> None:
+        """Fetch the table on every message; after ``IDLE_CHECK_S`` of silence, check."""
+        while True:
+            message = await pubsub.get_message(timeout=IDLE_CHECK_S)
+            if message is None:
+                version = await client.get(REDIS_VERSION_KEY)  # times out in a partition
+                if version is not None and version != self._version:
+                    await self._fetch(client)
+            elif message.get("type") == "message":
+                await self._update(client, message.get("data"))
+
     async def _fetch(self, client: Any) -> None:
+        self._version = await client.get(REDIS_VERSION_KEY)
         data = await client.get(REDIS_KEY)
         if data is not None:
             self._accept(data)
