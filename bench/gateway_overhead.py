@@ -7,7 +7,7 @@ minus the direct mean (also per percentile). The load generator is a separate pr
 every process of the benchmark runs at ``nice -n -10`` (``BENCH_NICE``), so that other work
 on a shared machine delays each target less (the same for every target).
 
-Phases, per target (direct, trafficmgr, vLLM Router per policy):
+Phases, per target (direct, trafficmgr, Envoy + the EPP, vLLM Router per policy):
 
 1. open loop at ``--rate`` req/s for ``--duration`` s (non-streaming chat, 1 output token):
    mean / p50 / p99 latency and the overhead over direct;
@@ -16,6 +16,11 @@ Phases, per target (direct, trafficmgr, vLLM Router per policy):
    router is pinned to core 0 while the simulator and the load generator share core 1).
 
     .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--json OUT]
+
+Envoy + the EPP (``bench/envoy_epp.py``: ``python -m trafficmgr.epp`` and Envoy from
+``bench/envoy_env.sh``, both on the routers' core, ``--envoy-workers`` worker threads) is one
+target: its CPU time is the two processes'. ``--no-envoy`` leaves it out. Slow figures never
+make the benchmark fail: it prints the table and the load average, and exits 0.
 
 1,000 streams held open at once through one process: ``bench/gateway_streams.py``.
 
@@ -38,6 +43,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from envoy_epp import envoy_binary, envoy_epp
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
@@ -179,12 +188,12 @@ def run_loadgen(url: str, rate: float, duration: float, concurrency: int) -> dic
 # --- the benchmark ---------------------------------------------------------------------------
 
 
-def measure(name: str, port: int, pid: int | None, args: argparse.Namespace) -> dict[str, Any]:
+def measure(name: str, port: int, pids: list[int], args: argparse.Namespace) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     steady = run_loadgen(url, args.rate, args.duration, 0)
-    before = cpu_seconds(pid) if pid else 0.0
+    before = sum(cpu_seconds(pid) for pid in pids)
     peak = run_loadgen(url, 0, args.peak_duration, args.concurrency)
-    used = cpu_seconds(pid) - before if pid else 0.0
+    used = sum(cpu_seconds(pid) for pid in pids) - before
     per_core = peak["requests"] / used if used > 0 else None
     row = {"target": name, "steady": steady, "peak": peak, "cpu_s": used, "rps_per_core": per_core}
     print(f"  {name}: {json.dumps(row)}", file=sys.stderr)
@@ -194,9 +203,10 @@ def measure(name: str, port: int, pid: int | None, args: argparse.Namespace) -> 
 def targets(
     args: argparse.Namespace, sim_ports: tuple[int, int], fleet: Path
 ) -> list[dict[str, Any]]:
-    """Measure direct (the first endpoint), the gateway, then vLLM Router per policy."""
+    """Measure direct (the first endpoint), the gateway, Envoy + the EPP per body mode, then
+    vLLM Router per policy."""
     sim_port = sim_ports[0]
-    rows = [measure("direct", sim_port, None, args)]
+    rows = [measure("direct", sim_port, [], args)]
     port = free_port()
     gateway = start(
         [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet), "--listen",
@@ -205,10 +215,11 @@ def targets(
     )  # fmt: skip
     try:
         wait_ready(port, "/healthz")
-        rows.append(measure("trafficmgr (ai_aware)", port, gateway.pid, args))
+        rows.append(measure("trafficmgr (ai_aware)", port, [gateway.pid], args))
     finally:
         gateway.terminate()
         gateway.wait(10)
+    rows += _envoy_epp(args, fleet)
     router = args.vllm_router or shutil.which("vllm-router") or _installed_router()
     for policy in [p for p in args.policies.split(",") if p] if router else []:
         port = free_port()
@@ -221,10 +232,26 @@ def targets(
         )  # fmt: skip
         try:
             wait_ready(port, "/health")
-            rows.append(measure(f"vllm-router ({policy})", port, proc.pid, args))
+            rows.append(measure(f"vllm-router ({policy})", port, [proc.pid], args))
         finally:
             proc.terminate()
             proc.wait(10)
+    return rows
+
+
+def _envoy_epp(args: argparse.Namespace, fleet: Path) -> list[dict[str, Any]]:
+    """Measure Envoy + the EPP, when Envoy is there (bench/envoy_env.sh installs it)."""
+    if args.no_envoy:
+        return []
+    binary = envoy_binary()
+    if binary is None:
+        print("  Envoy not found (bench/envoy_env.sh installs it): skipped", file=sys.stderr)
+        return []
+    rows = []
+    for mode in [m for m in args.envoy_body_modes.split(",") if m]:
+        with envoy_epp(fleet, binary, workers=args.envoy_workers, body_mode=mode) as pair:
+            name = f"envoy+epp ({mode}, {args.envoy_workers}w)"
+            rows.append(measure(name, pair.port, pair.pids, args))
     return rows
 
 
@@ -261,6 +288,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peak-duration", type=float, default=8.0)
     p.add_argument("--vllm-router", help="path of the vllm-router binary (default: on PATH)")
     p.add_argument("--policies", default="round_robin,power_of_two,cache_aware")
+    p.add_argument("--no-envoy", action="store_true", help="leave Envoy + the EPP out")
+    p.add_argument("--envoy-workers", type=int, default=1, help="Envoy's --concurrency")
+    p.add_argument(
+        "--envoy-body-modes", default="buffered,streamed", help="request body modes to measure"
+    )
     p.add_argument("--json", help="write the rows as JSON here")
     p.add_argument("--loadgen", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -293,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(rows, args.rate))
     print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
 

@@ -184,6 +184,9 @@ def verdict(runs: list[dict[str, Any]]) -> str:
             ratio = ai / peers[best]
             mark = "ok" if ratio <= 0.8 else "MISS"
             parts.append(f"/ best vLLM Router ({best}) {ratio:.2f} (<= 0.8: {mark})")
+        epp = p99.get("envoy-epp:ai_aware")
+        if epp is not None:
+            parts.append(f"Envoy + EPP ai_aware p99 {epp:,.0f} ms ({epp / ai:.2f} x the gateway's)")
         ai_runs = groups[(trace, "gateway:ai_aware")]
         cov = _median([r["busy_cov_region_max"] for r in ai_runs if r["busy_cov_region_max"]])
         parts.append(

@@ -6,7 +6,7 @@ best-known open router, on the same simulated servers and the same requests.
 
     .venv/bin/python bench/gateway_traces.py [--vllm-router PATH] [--repeats N]
         [--traces A,B] [--load 0.8] [--time-scales 0.25,0.5] [--limits 4000,2000]
-        [--json OUT] [--plot OUT.png]
+        [--envoy-strategies ai_aware] [--no-envoy] [--json OUT] [--plot OUT.png]
 
 Per trace (Azure code, Mooncake; ``--load`` of the fleet's capacity, as
 ``bench/sim_policies.py`` scales it) and per target, a fresh set of simulated servers
@@ -19,6 +19,11 @@ prefixes, ``max_tokens`` + ``ignore_eos``, clients from the fleet's mix in
 
 - the gateway (one process), each strategy by ``x-trafficmgr-strategy``: it picks the region
   (residency, weights) and the endpoint, and may spill to the next region;
+- Envoy + the EPP (``bench/envoy_epp.py``: Envoy from ``bench/envoy_env.sh`` over the
+  generated bootstrap, ``python -m trafficmgr.epp`` over the same fleet file, loopback one
+  trusted hop), each strategy of ``--envoy-strategies`` by the same header: the same
+  request-path core as the gateway, behind Envoy's data path; its P99 is reported beside the
+  gateway's (``--no-envoy`` leaves it out);
 - vLLM Router, each policy: it balances inside one pool, so it gets one pool per region and
   model (the endpoints of that region serving that model: what the engine would allow), one
   router process per pool, and each client is sent to the pool of the region the engine's
@@ -46,6 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import envoy_epp
 import gateway_procs as procs
 import gateway_report as report
 
@@ -98,6 +104,12 @@ def one_run(target: str, base: dict[str, Any], args: argparse.Namespace) -> dict
                 spec |= {"mode": "gateway", "strategy": name,
                          "url": f"http://127.0.0.1:{port}/v1/chat/completions"}  # fmt: skip
                 return run_loadgen(spec, Path(tmp), {"router": [proc.pid], "sim": sim_pid})
+        if kind == "envoy-epp":
+            assert args.envoy is not None
+            with envoy_epp.envoy_epp(path, args.envoy, trusted_hops=1, timeout_s=1800) as pair:
+                spec |= {"mode": "gateway", "strategy": name,
+                         "url": f"http://127.0.0.1:{pair.port}/v1/chat/completions"}  # fmt: skip
+                return run_loadgen(spec, Path(tmp), {"router": pair.pids, "sim": sim_pid})
         binary = procs.router_binary(args.vllm_router)
         assert binary is not None
         with procs.vllm_routers(binary, pools(fleet, where), name) as (ports, routers):
@@ -109,6 +121,8 @@ def one_run(target: str, base: dict[str, Any], args: argparse.Namespace) -> dict
 
 def targets(args: argparse.Namespace) -> list[str]:
     out = [f"gateway:{s}" for s in args.strategies.split(",") if s]
+    if args.envoy:
+        out += [f"envoy-epp:{s}" for s in args.envoy_strategies.split(",") if s]
     if procs.router_binary(args.vllm_router):
         out += [f"vllm-router:{p}" for p in args.policies.split(",") if p]
     else:
@@ -130,10 +144,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--strategies", default="round_robin,least_outstanding_work,ai_aware")
     p.add_argument("--policies", default="power_of_two,cache_aware")
     p.add_argument("--vllm-router", help="vllm-router binary (default: PATH, then var/)")
+    p.add_argument("--envoy-strategies", default="ai_aware", help="through Envoy + the EPP")
+    p.add_argument("--no-envoy", action="store_true", help="leave Envoy + the EPP out")
     p.add_argument("--json", default="bench/out/gateway_traces.json")
     p.add_argument("--plot", default="bench/out/gateway_traces.png")
     args = p.parse_args(argv)
     args.sim_args = ["--max-model-len", "262144", "--seed", str(args.seed)]
+    args.envoy = None if args.no_envoy else envoy_epp.envoy_binary()
+    if args.envoy is None and not args.no_envoy:
+        print("Envoy not found (bench/envoy_env.sh installs it): no Envoy + EPP target")
     return args
 
 

@@ -1,6 +1,7 @@
 """The EPP test bench: simulated upstreams, the EPP, and a real Envoy in front of them.
 
-Each module gets one bench per body mode (``buffered``, ``full_duplex``); each test gets it
+Each module gets one bench per body mode (``buffered``, ``streamed``, ``full_duplex``); each
+test gets it
 back clean (upstreams up and healthy, the core's records empty) and leaves it with nothing
 in flight: a request the EPP failed to close would fail the test that leaked it.
 """
@@ -26,7 +27,7 @@ from trafficmgr.routing.types import Fleet
 
 TOKEN = "epp-test-token"
 MAX_BODY = 200_000  # the EPP's limit; Envoy buffers up to twice that
-MODES = ("buffered", "full_duplex")
+MODES = ("buffered", "streamed", "full_duplex")
 
 
 @dataclass
@@ -87,7 +88,9 @@ def start_bench(
         "us-east": [(u.name, u.address, models[u.name]) for u in upstreams[3:]],
     }
     fleet = load_fleet_text(fleet_yaml(regions))
-    decision = RoundRobinDecision(fleet, tokens={TOKEN: ClientIdentity("tester", "acme")})
+    decision = RoundRobinDecision(
+        fleet, tokens={TOKEN: ClientIdentity("tester", "acme")}, model_fallbacks={"m0": "m2"}
+    )
     epp_address = f"127.0.0.1:{free_port()}"
     settings = ExchangeSettings(max_body_bytes=MAX_BODY, full_duplex=mode == "full_duplex")
     epp = loop.run(start_server(core(fleet) if core else decision, epp_address, settings))
@@ -96,7 +99,7 @@ def start_bench(
         listen=f"127.0.0.1:{listen}",
         epp=epp_address,
         admin=f"127.0.0.1:{admin}",
-        full_duplex=mode == "full_duplex",
+        body_mode=mode,
         max_body_bytes=2 * MAX_BODY,
         subset_header=True,
         max_fallbacks=5,

@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,7 +50,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def fleet_yaml(regions: dict[str, Sequence[tuple[str, str, Sequence[str]]]]) -> str:
+def fleet_yaml(regions: Mapping[str, Sequence[tuple[str, str, Sequence[str]]]]) -> str:
     """A fleet whose endpoints (name, address, models) listen on loopback."""
     lines = [
         "zone: infer.example.test",

@@ -48,8 +48,11 @@ class RoundRobinDecision:
         tokens: dict[str, ClientIdentity] | None = None,
         max_in_flight: int = 1000,
         fallbacks: int = 2,
+        model_fallbacks: dict[str, str] | None = None,
     ) -> None:
         self.fleet = fleet
+        # a model nobody serves → the model served instead (the core's model chains)
+        self.model_fallbacks = model_fallbacks or {}
         self.tokens = tokens
         self.max_in_flight = max_in_flight
         self.fallbacks = fallbacks
@@ -80,6 +83,9 @@ class RoundRobinDecision:
             return ClientIdentity("anonymous")
         return self.tokens.get(token)
 
+    def models(self) -> tuple[str, ...]:
+        return tuple(sorted(self.fleet.models()))
+
     async def admit(self, request: RequestInfo) -> Plan | Refusal:
         return self.decide(request)
 
@@ -94,10 +100,11 @@ class RoundRobinDecision:
     def _decide(self, request: RequestInfo) -> Plan | Refusal:
         if request.priority not in PRIORITIES:
             return Refusal(400, "invalid_priority", "priority is interactive or batch")
+        model = self.model_fallbacks.get(request.model, request.model)
         serving = [
             e
             for e in self.fleet.endpoints()
-            if request.model in e.models and e.admin_state == AdminState.ACTIVE
+            if model in e.models and e.admin_state == AdminState.ACTIVE
         ]
         if not serving:
             return Refusal(404, "model_not_found", f"no endpoint serves {request.model!r}")
@@ -111,7 +118,7 @@ class RoundRobinDecision:
         start = handle % len(serving)
         ordered = (serving[start:] + serving[:start])[: self.fallbacks + 1]
         plan = Plan(
-            model=request.model,
+            model=model,
             targets=tuple(Target(e.name, e.address, e.region) for e in ordered),
             region=ordered[0].region,
             reason="round_robin",

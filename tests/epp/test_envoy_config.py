@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.epp.harness import ROOT
-from trafficmgr.epp.envoy_config import EnvoyOptions, bootstrap, main, render
+from trafficmgr.epp.envoy_config import BODY_MODES, EnvoyOptions, bootstrap, main, render
 from trafficmgr.fleetfile import load_fleet_file, load_fleet_text
 
 FLEET = ROOT / "examples" / "fleet.yaml"
@@ -82,10 +82,10 @@ def test_deployed_config_is_the_generated_one(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("full_duplex", [False, True])
-def test_envoy_accepts_the_config(envoy_path: Path, tmp_path: Path, full_duplex: bool) -> None:
+@pytest.mark.parametrize("body_mode", sorted(BODY_MODES))
+def test_envoy_accepts_the_config(envoy_path: Path, tmp_path: Path, body_mode: str) -> None:
     config = tmp_path / "envoy.yaml"
-    options = EnvoyOptions(full_duplex=full_duplex, subset_header=True, region="us-east")
+    options = EnvoyOptions(body_mode=body_mode, subset_header=True, region="us-east")
     config.write_text(render(load_fleet_file(str(FLEET)), options))
     result = subprocess.run(
         [str(envoy_path), "--mode", "validate", "-c", str(config), "--disable-hot-restart"],

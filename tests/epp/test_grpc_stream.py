@@ -28,13 +28,24 @@ from trafficmgr.epp.decision import Outcome
 pytestmark = pytest.mark.integration
 
 CHAT = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
+STREAMED = ProcessingMode.STREAMED
 END = object()
 
 
+BODY_MODES = {
+    "buffered": ProcessingMode.BUFFERED,
+    "streamed": ProcessingMode.STREAMED,
+    "full_duplex": ProcessingMode.FULL_DUPLEX_STREAMED,
+}
+
+
 def mode_config(bench: Bench) -> ProtocolConfiguration:
-    duplex = bench.mode == "full_duplex"
-    body = ProcessingMode.FULL_DUPLEX_STREAMED if duplex else ProcessingMode.BUFFERED
-    return ProtocolConfiguration(request_body_mode=body, response_body_mode=body)
+    body = BODY_MODES[bench.mode]
+    return ProtocolConfiguration(
+        request_body_mode=body,
+        response_body_mode=body if body == ProcessingMode.FULL_DUPLEX_STREAMED else STREAMED,
+        send_body_without_waiting_for_header_response=bench.mode != "full_duplex",
+    )
 
 
 def headers(end_of_stream: bool = False, **extra: str) -> HttpHeaders:
@@ -92,6 +103,10 @@ def test_stream_closed_after_the_pick_finishes_the_request_once(bench: Bench) ->
         if bench.mode == "full_duplex":  # headers answered with the pick, body given back
             destination = first
             assert second.request_body.response.body_mutation.streamed_response.body == body
+        elif bench.mode == "streamed":  # headers held until the body came, chunk kept as is
+            destination = first
+            assert second.HasField("request_body")
+            assert not second.request_body.response.HasField("body_mutation")
         else:  # headers answered at once, the pick rides on the body reply
             destination = second
             assert first.HasField("request_headers")
@@ -171,3 +186,17 @@ def test_envoy_sees_the_epp_healthy(bench: Bench) -> None:
     stats = bench.envoy.stats()
     assert stats["cluster.epp.health_check.success"] >= 1
     assert stats["cluster.epp.health_check.failure"] == 0
+
+
+def test_streamed_body_without_pipelining_is_refused(bench: Bench) -> None:
+    """STREAMED can only route when the body comes without waiting for the headers reply."""
+    stream = Stream(bench)
+    try:
+        config = ProtocolConfiguration(request_body_mode=STREAMED, response_body_mode=STREAMED)
+        stream.send(ProcessingRequest(request_headers=headers(), protocol_config=config))
+        reply = next(stream.replies)
+        assert reply.immediate_response.status.code == 500
+        assert json.loads(reply.immediate_response.body)["error"]["code"] == "epp_misconfigured"
+    finally:
+        stream.close()
+    assert bench.decision.requests == []

@@ -106,3 +106,17 @@ def test_request_headers_reach_the_core(bench: Bench) -> None:
     # proxy in front, that is the client, not what the client wrote in x-forwarded-for
     assert first.client_ip and first.client_ip != "81.2.69.142"
     assert second.session_id == "s-42"
+
+
+def test_model_fallback_rewrites_the_body_in_every_body_mode(bench: Bench) -> None:
+    """The core planned another model: the upstream gets a body naming it, whole (its
+    content-length rewritten with it), however the body went through the EPP."""
+    padding = "word " * 30_000  # a body of several chunks, for the streamed modes
+    completion = client(bench).chat.completions.create(
+        model="m0", messages=[{"role": "user", "content": padding}], max_tokens=2
+    )
+    assert completion.model == "m2"  # the upstream answers with the model it was asked
+    assert completion.choices[0].message.content.split()[0] == "u2"  # only u2 serves m2
+    (record,) = bench.decision.records
+    assert record.request.model == "m0" and record.plan.model == "m2"
+    assert len(record.request.prompt) == len(padding)

@@ -79,8 +79,17 @@ def test_body_over_envoys_buffer_is_413_in_the_same_shape(bench: Bench) -> None:
 
 
 def test_headers_only_request_is_400(bench: Bench) -> None:
-    reply = get(f"{bench.base_url}/v1/models", {"authorization": f"Bearer {TOKEN}"})
+    reply = get(f"{bench.base_url}/v1/chat/completions", {"authorization": f"Bearer {TOKEN}"})
     assert_error(reply, 400, "missing_body", "invalid_request_error")
+
+
+def test_model_listing_needs_a_token(bench: Bench) -> None:
+    assert_error(get(f"{bench.base_url}/v1/models"), 401, "invalid_api_key", "authentication_error")
+
+
+def test_unknown_model_is_404_in_the_listing(bench: Bench) -> None:
+    reply = get(f"{bench.base_url}/v1/models/nope", {"authorization": f"Bearer {TOKEN}"})
+    assert_error(reply, 404, "model_not_found", "invalid_request_error")
 
 
 def test_shedding_is_429_with_retry_after(bench: Bench) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.epp.conftest import TOKEN, Bench, start_bench, stop_bench
+from tests.epp.conftest import MODES, TOKEN, Bench, start_bench, stop_bench
 from trafficmgr.epp.decision import Decision
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.core import RequestPath
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 CHAT = {"model": "m1", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 3}
 
 
-@pytest.fixture(scope="module", params=["buffered", "full_duplex"])
+@pytest.fixture(scope="module", params=MODES)
 def core_bench(
     request: pytest.FixtureRequest, envoy_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Bench, RequestPath]]:

@@ -6,12 +6,13 @@ request-path core (``trafficmgr.requestpath``) that the Python gateway uses too.
 module names the few calls the EPP makes into it, over the core's own value types, so the
 protocol layer can be tested against any implementation.
 
-Lifecycle, per request: ``cached_identity``/``authenticate`` → ``admit``; after a ``Plan``,
-for each endpoint Envoy went past ``attempt_failed`` (then ``served`` for the next one),
-``progress`` while tokens stream, and exactly one ``finished`` whatever happens to the
-stream (completion, upstream error, client gone, Envoy closing early). A ``Refusal`` needs
-nothing more. Envoy, not the EPP, makes the retries, so the EPP learns of them only when the
-response starts (from the served-endpoint metadata) and reports them then.
+Lifecycle, per request: ``cached_identity``/``authenticate`` → ``admit`` (or ``models``
+for a model listing); after a ``Plan``, for each endpoint Envoy went past ``attempt_failed``
+(then ``served`` for the next one), ``progress`` while tokens stream, and exactly one
+``finished`` whatever happens to the stream (completion, upstream error, client gone, Envoy
+closing early). A ``Refusal`` needs nothing more. Envoy, not the EPP, makes the retries, so
+the EPP learns of them only when the response starts (from the served-endpoint metadata) and
+reports them then.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class Decision(Protocol):
 
     def authenticate(self, token: str) -> ClientIdentity | None:
         """Return who a bearer token belongs to, or None (may block: run in a thread)."""
+        ...
+
+    def models(self) -> tuple[str, ...]:
+        """Return the models the fleet serves (answers ``GET /v1/models``)."""
         ...
 
     async def admit(self, info: RequestInfo) -> Plan | Refusal:

@@ -32,6 +32,8 @@ from trafficmgr.routing.types import AdminState, Endpoint, Fleet
 T = "type.googleapis.com/envoy."
 CEL_FILTER = T + "extensions.access_loggers.filters.cel.v3.ExpressionFilter"
 RETRY_ON = "connect-failure,refused-stream,reset-before-request,retriable-status-codes"
+# --body-mode → the ext_proc request body mode (docs/epp.md compares them)
+BODY_MODES = {"buffered": "BUFFERED", "streamed": "STREAMED", "full_duplex": "FULL_DUPLEX_STREAMED"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +42,29 @@ class EnvoyOptions:
     epp: str = "127.0.0.1:9002"
     admin: str = "127.0.0.1:9901"
     region: str | None = None
-    full_duplex: bool = False  # FULL_DUPLEX_STREAMED bodies instead of BUFFERED requests
+    body_mode: str = "buffered"  # a key of BODY_MODES
     failure_mode_allow: bool = False
     max_body_bytes: int = 4 << 20
     max_fallbacks: int = 4  # retries down the list, at most; the EPP lowers it per request
     request_timeout_s: float = 600.0
     idle_timeout_s: float = 120.0
     connect_timeout_s: float = 1.0
-    message_timeout_s: float = 30.0
+    # one ext_proc reply, at most: past it a request gets 504 (a hung EPP costs this long);
+    # above the core's longest admission wait (interactive_wait_s, 5 s)
+    message_timeout_s: float = 10.0
     # read the subset hint from the x-gateway-destination-endpoint-subset request header;
     # only behind a hop that sets it (a client could otherwise narrow its own candidates)
     subset_header: bool = False
+
+    def __post_init__(self) -> None:
+        if self.body_mode not in BODY_MODES:
+            raise ValueError(f"body_mode must be one of {', '.join(BODY_MODES)}")
+        if not self.message_timeout_s > 0:
+            raise ValueError("message_timeout_s must be positive")
+
+    @property
+    def full_duplex(self) -> bool:
+        return self.body_mode == "full_duplex"
 
 
 def split_host_port(value: str) -> tuple[str, int]:
@@ -146,10 +160,14 @@ def epp_cluster(options: EnvoyOptions) -> dict[str, Any]:
     except ValueError:
         kind = "STRICT_DNS"  # a Service name in Kubernetes
     http2: dict[str, Any] = {"explicit_http_config": {"http2_protocol_options": {}}}
+    # one ext_proc stream per HTTP request in flight: Envoy's default cap (1,024) would
+    # answer 500 to the next request under load, long streams being the rule here
+    limits = {"max_connections": 100000, "max_pending_requests": 100000, "max_requests": 100000}
     return {
         "name": "epp",
         "type": kind,
         "connect_timeout": _seconds(options.connect_timeout_s),
+        "circuit_breakers": {"thresholds": [limits]},
         "typed_extension_protocol_options": {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                 "@type": T + "extensions.upstreams.http.v3.HttpProtocolOptions",
@@ -178,7 +196,7 @@ def ext_proc_filter(options: EnvoyOptions) -> dict[str, Any]:
     mode = {
         "request_header_mode": "SEND",
         "response_header_mode": "SEND",
-        "request_body_mode": "FULL_DUPLEX_STREAMED" if duplex else "BUFFERED",
+        "request_body_mode": BODY_MODES[options.body_mode],
         # usage is read as the response streams; STREAMED lets each chunk on at once
         "response_body_mode": "FULL_DUPLEX_STREAMED" if duplex else "STREAMED",
         # full-duplex requires trailers to be sent: they end a body that has them
@@ -195,6 +213,9 @@ def ext_proc_filter(options: EnvoyOptions) -> dict[str, Any]:
             "failure_mode_allow": options.failure_mode_allow,
             "message_timeout": _seconds(options.message_timeout_s),
             "processing_mode": mode,
+            # STREAMED parts go with their headers, not a round trip later: the EPP answers
+            # response headers at once, so the first body chunk is already there to answer
+            **({} if duplex else {"send_body_without_waiting_for_header_response": True}),
             # x-envoy-max-retries is set by the EPP to cap retries at the list's length
             "mutation_rules": {"allow_envoy": True},
             "metadata_options": {
@@ -332,7 +353,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin", default="127.0.0.1:9901", help="HOST:PORT of Envoy's admin")
     parser.add_argument("--region", help="only this region's endpoints")
     parser.add_argument(
-        "--full-duplex", action="store_true", help="FULL_DUPLEX_STREAMED bodies (else BUFFERED)"
+        "--body-mode",
+        choices=sorted(BODY_MODES),
+        default="buffered",
+        help="how request bodies go to the EPP (docs/epp.md)",
+    )
+    parser.add_argument(
+        "--full-duplex", action="store_true", help="the same as --body-mode full_duplex"
     )
     parser.add_argument(
         "--failure-mode-allow",
@@ -346,21 +373,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-body-bytes", type=int, default=4 << 20)
     parser.add_argument("--max-fallbacks", type=int, default=4)
+    parser.add_argument(
+        "--message-timeout",
+        type=float,
+        default=10.0,
+        help="seconds Envoy waits for one EPP reply before answering 504",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> EnvoyOptions:
     for value in (args.listen, args.epp, args.admin):
         split_host_port(value)
+    if not args.message_timeout > 0:
+        raise ValueError("--message-timeout must be positive")
+    body_mode = "full_duplex" if args.full_duplex else args.body_mode
     return EnvoyOptions(
         listen=args.listen,
         epp=args.epp,
         admin=args.admin,
         region=args.region,
-        full_duplex=args.full_duplex,
+        body_mode=body_mode,
         failure_mode_allow=args.failure_mode_allow,
         max_body_bytes=args.max_body_bytes,
         max_fallbacks=args.max_fallbacks,
         subset_header=args.subset_header,
+        message_timeout_s=args.message_timeout,
     )
 
 

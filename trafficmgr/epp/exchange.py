@@ -8,7 +8,12 @@ never sends a response), ``close`` reports the request finished exactly once.
 Body modes: in ``BUFFERED`` Envoy waits for the headers reply before sending the body, so
 headers are answered at once and the destination is set with the body reply; in
 ``FULL_DUPLEX_STREAMED`` Envoy streams on, so the headers reply waits until the body is
-complete and the body goes back as streamed chunks (the reference EPP does the same).
+complete and the body goes back as streamed chunks (the reference EPP does the same). In
+``STREAMED`` with ``send_body_without_waiting_for_header_response`` the body's chunks follow
+the headers at once too: the headers reply (with the destination) waits for the last chunk,
+then each chunk is answered in order, unchanged. That saves the round trip ``BUFFERED``
+spends on an empty headers reply; ``STREAMED`` without it could never route (the upstream
+request starts with the headers), so it is answered 500.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from envoy.extensions.filters.http.ext_proc.v3.processing_mode_pb2 import ProcessingMode
 from envoy.service.ext_proc.v3.external_processor_pb2 import ProcessingRequest, ProcessingResponse
+from google.protobuf.struct_pb2 import Struct
 
 from trafficmgr.epp import wire
 from trafficmgr.epp.decision import ClientIdentity, Decision, Outcome, Plan, Refusal, RequestInfo
@@ -34,6 +41,8 @@ from trafficmgr.epp.request import (
 from trafficmgr.epp.usage import ResponseReader
 
 FULL_DUPLEX = ProcessingMode.FULL_DUPLEX_STREAMED
+STREAMED = ProcessingMode.STREAMED
+MODELS_PATH = "/v1/models"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +61,8 @@ class Exchange:
         self.settings = settings
         self.done = False
         self._full_duplex = settings.full_duplex
+        self._streamed = False  # STREAMED request body, sent without waiting for our reply
+        self._chunks = 0  # request body chunks not answered yet (STREAMED)
         self._headers: dict[str, str] = {}
         self._subset: frozenset[str] | None = None
         self._identity: ClientIdentity | None = None
@@ -69,7 +80,11 @@ class Exchange:
         """The replies to one message from Envoy (none while a body is being gathered)."""
         kind = message.WhichOneof("request")
         if message.HasField("protocol_config"):
-            self._full_duplex = message.protocol_config.request_body_mode == FULL_DUPLEX
+            config = message.protocol_config
+            self._full_duplex = config.request_body_mode == FULL_DUPLEX
+            self._streamed = config.request_body_mode == STREAMED
+            if self._streamed and not config.send_body_without_waiting_for_header_response:
+                return self._refuse(_UNROUTABLE)
         if kind == "request_headers":
             return await self._on_request_headers(message)
         if kind == "request_body":
@@ -98,13 +113,32 @@ class Exchange:
         self._identity = await self._authenticate(bearer_token(self._headers))
         if self._identity is None:
             return self._refuse(Refusal(401, "invalid_api_key", "missing or unknown API token"))
+        if self._headers.get(":method") == "GET":
+            listing = self._model_listing(self._headers.get(":path", ""))
+            if listing is not None:
+                self.done = True
+                return [listing]
         if message.request_headers.end_of_stream:
             return self._refuse(
                 Refusal(400, "missing_body", "a request to route needs a JSON body naming a model")
             )
-        if self._full_duplex:
+        if self._full_duplex or self._streamed:
             return []  # answered with the destination once the body is complete
         return [wire.request_headers_response({})]
+
+    def _model_listing(self, path: str) -> ProcessingResponse | None:
+        """``GET /v1/models`` and ``/v1/models/{id}`` from the core's fleet; None: not one."""
+        path = path.partition("?")[0].rstrip("/")
+        if path == MODELS_PATH:
+            return wire.immediate_json(200, wire.models_body(self.decision.models()), "models")
+        if not path.startswith(MODELS_PATH + "/"):
+            return None
+        model = unquote(path[len(MODELS_PATH) + 1 :])
+        if model in self.decision.models():
+            return wire.immediate_json(200, wire.model_body(model), "models")
+        return self._refuse(
+            Refusal(404, "model_not_found", f"no endpoint serves {model!r}", param="model")
+        )[0]
 
     async def _authenticate(self, token: str | None) -> ClientIdentity | None:
         if token is None:
@@ -122,8 +156,11 @@ class Exchange:
             return self._refuse(
                 Refusal(413, "body_too_large", f"request body over {limit} bytes", param="body")
             )
+        self._chunks += 1
         if not body.end_of_stream:
-            return [] if self._full_duplex else [wire.request_body_response()]
+            if self._full_duplex or self._streamed:
+                return []
+            return [wire.request_body_response()]
         return await self._route(trailers_follow=False)
 
     async def _on_request_trailers(self, message: ProcessingRequest) -> list[ProcessingResponse]:
@@ -164,6 +201,8 @@ class Exchange:
         if self.settings.cap_retries:
             headers[wire.MAX_RETRIES_HEADER] = str(len(addresses) - 1)
         metadata = wire.destination_metadata(addresses)
+        if self._streamed:
+            return self._streamed_destination(headers, metadata)
         if not self._full_duplex:
             if not self._body_changed:
                 return [wire.request_body_response(headers, metadata)]
@@ -175,6 +214,19 @@ class Exchange:
             wire.request_headers_response(headers, metadata),
             *wire.streamed_body(body, end_of_stream=not trailers_follow, request=True),
         ]
+
+    def _streamed_destination(
+        self, headers: dict[str, str], metadata: Struct
+    ) -> list[ProcessingResponse]:
+        """The held headers reply, then one reply per chunk (a new body goes in the last)."""
+        chunks, self._chunks = self._chunks, 0
+        if not self._body_changed:
+            replies = [wire.request_body_response() for _ in range(chunks)]
+        else:
+            headers["content-length"] = str(len(self._body))
+            replies = [wire.request_body_response(clear=True) for _ in range(chunks - 1)]
+            replies.append(wire.request_body_response(body=bytes(self._body)))
+        return [wire.request_headers_response(headers, metadata), *replies]
 
     def _refuse(self, refusal: Refusal) -> list[ProcessingResponse]:
         self.done = True
@@ -257,6 +309,13 @@ class Exchange:
         self._finished = True
         usage = self._reader.finish() if self._reader is not None else None
         self.decision.finished(self._plan.handle, usage, self._outcome)
+
+
+_UNROUTABLE = Refusal(
+    500,
+    "epp_misconfigured",
+    "STREAMED request bodies need send_body_without_waiting_for_header_response",
+)
 
 
 def _outcome_of(status: str) -> Outcome:

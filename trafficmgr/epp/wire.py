@@ -92,17 +92,23 @@ def request_body_response(
     headers: Mapping[str, str] | None = None,
     metadata: Struct | None = None,
     body: bytes | None = None,
+    clear: bool = False,
 ) -> ProcessingResponse:
-    """Answer a buffered request body: keep it, or replace it with ``body``.
+    """Answer a buffered request body (or one streamed chunk): keep it, replace it with
+    ``body``, or ``clear`` it.
 
     Headers may still change here, since a buffered request has not gone upstream yet; a
     new body needs its ``content-length`` set to match, which the caller does.
     """
+    if headers is None and metadata is None and body is None and not clear:
+        return ProcessingResponse(request_body=BodyResponse(response=CommonResponse()))
     common = CommonResponse()
     if headers:
         common.header_mutation.CopyFrom(HeaderMutation(set_headers=header_options(headers)))
     if body is not None:
         common.body_mutation.CopyFrom(BodyMutation(body=body))
+    elif clear:
+        common.body_mutation.CopyFrom(BodyMutation(clear_body=True))
     response = ProcessingResponse(request_body=BodyResponse(response=common))
     if metadata is not None:
         response.dynamic_metadata.CopyFrom(metadata)
@@ -146,6 +152,33 @@ def error_body(status: int, code: str, message: str, error_type: str | None = No
     """An OpenAI-shaped error: ``{"error": {"message", "type", "code"}}``."""
     kind = error_type or _ERROR_TYPES.get(status, "server_error" if status >= 500 else "error")
     return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
+
+
+def _model(model: str) -> dict[str, object]:
+    return {"id": model, "object": "model", "created": 0, "owned_by": "trafficmgr"}
+
+
+def models_body(models: Iterable[str]) -> bytes:
+    """OpenAI's model list (``GET /v1/models``), the gateway's shape."""
+    doc = {"object": "list", "data": [_model(m) for m in models]}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def model_body(model: str) -> bytes:
+    """One model of the list (``GET /v1/models/{id}``)."""
+    return json.dumps(_model(model), separators=(",", ":")).encode()
+
+
+def immediate_json(status: int, body: bytes, details: str) -> ProcessingResponse:
+    """Answer the client directly with a JSON body (a listing the EPP knows itself)."""
+    headers = header_options({"content-type": "application/json"})
+    immediate = ImmediateResponse(
+        status=HttpStatus(code=status),
+        headers=HeaderMutation(set_headers=headers),
+        body=body,
+        details=f"trafficmgr_epp_{details}",
+    )
+    return ProcessingResponse(immediate_response=immediate)
 
 
 def immediate_response(
