@@ -5,7 +5,7 @@ Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seco
 
 1. In process, through the real ASGI app (channels' WebsocketCommunicator, in-memory layer):
    time from ``group_send`` of a ``table.update`` to each client's receipt of it.
-2. Against a real daphne server (tests/dashboard/liveserver.py: temp SQLite, the demo fleet,
+2. Against a real daphne server (``trafficmgr.topology.liveserver``: temp SQLite, the demo fleet,
    an in-process control loop, heartbeats posted for every endpoint): ``--clients`` real
    sockets signed in as a viewer; for each ``table.update`` the loop publishes, time from the
    table's ``generated_at`` (the tick's start: an upper bound that includes the tick's own
@@ -13,18 +13,17 @@ Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seco
 3. First render of the page in headless Chromium (when playwright and chromium exist): from
    navigation start to every region drawn on the map with the first snapshot.
 
-``--deployed`` replaces all three with the deployed configuration: docker-compose.yml's
-services as local processes (tests/e2e/cluster.py, as the e2e tests start them): PostgreSQL
+``--deployed`` replaces all three with the deployed configuration: docker-compose.yml's services as
+local processes (``trafficmgr.topology.cluster``, as the e2e tests start them): PostgreSQL
 (``--database-url``, default DATABASE_URL, else postgres://postgres@127.0.0.1:5432/trafficmgr_dev;
 the run uses a database of its own on that server, dropped at the end), a private redis-server,
-``migrate``, ``apply_fleet`` of the demo fleet, the web service's own command (uvicorn, 2
-workers), celery worker and beat (the control loop ticks in the worker), the DNS server and
-compose's ``simulate_agents``. ``--clients`` viewers' sockets are spread over both uvicorn
-workers (each socket's worker read from /proc); for each of ``--rounds`` ``table.update``
-messages the loop publishes, time from the table's ``generated_at`` to each client's receipt,
-per worker too (waiting at most ``--seconds`` or 5 s per update, whichever is longer; the
-demo fleet's table changes on nearly every 1 s tick); the snapshot time on connect; then the
-page's first render as in 3. Every
+``migrate``, ``apply_fleet`` of the demo fleet, the web service's own command (uvicorn, 2 workers),
+celery worker and beat (the control loop ticks in the worker), the DNS server and compose's
+``simulate_agents``. ``--clients`` viewers' sockets are spread over both uvicorn workers (each
+socket's worker read from /proc); for each of ``--rounds`` ``table.update`` messages the loop
+publishes, time from the table's ``generated_at`` to each client's receipt, per worker too (waiting
+at most ``--seconds`` or 5 s per update, whichever is longer; the demo fleet's table changes on
+nearly every 1 s tick); the snapshot time on connect; then the page's first render as in 3. Every
 process started runs in a group of its own, and every group is stopped at the end, on Ctrl-C,
 SIGTERM or an error alike.
 """
@@ -309,7 +308,7 @@ class Viewers:
 
     async def add(self) -> int:
         """Open one dashboard; return the worker serving it."""
-        from tests.e2e.observe import socket_owners
+        from trafficmgr.topology.observe import socket_owners
 
         started = time.perf_counter()
         sock = await RawSocket.open(self.host, self.port, "/ws/dashboard/", self.cookie)
@@ -437,7 +436,7 @@ def stop_on_signals() -> None:
 
 
 def deployed(args: argparse.Namespace) -> None:
-    from tests.dashboard.liveserver import PASSWORD, VIEWER, launch_deployed, shutdown_deployed
+    from trafficmgr.topology.liveserver import PASSWORD, VIEWER, launch_deployed, shutdown_deployed
 
     if urllib.parse.urlparse(args.database_url).scheme not in {"postgres", "postgresql"}:
         raise SystemExit(f"--deployed needs PostgreSQL, not {args.database_url}")
@@ -475,7 +474,7 @@ def deployed(args: argparse.Namespace) -> None:
 
 
 def first_render(url: str, password: str, runs: int = 3) -> list[float]:
-    from tests.dashboard.liveserver import CHROMIUM, CHROMIUM_ARGS, VIEWER, browser_missing
+    from trafficmgr.topology.liveserver import CHROMIUM, CHROMIUM_ARGS, VIEWER, browser_missing
 
     if browser_missing():
         print(f"first render: skipped, {browser_missing()}")
@@ -534,7 +533,7 @@ def main() -> None:
     if args.in_process_only:
         return
 
-    from tests.dashboard.liveserver import PASSWORD, VIEWER, HeartbeatFeeder, launch, shutdown
+    from trafficmgr.topology.liveserver import PASSWORD, VIEWER, HeartbeatFeeder, launch, shutdown
 
     server = launch()
     feeder = HeartbeatFeeder(server).start()

@@ -54,6 +54,19 @@ from trafficmgr.routing.types import Heartbeat
 SNAPSHOT_EVENTS = 100
 SNAPSHOT_HISTORY = 20
 EVENTS_PER_MESSAGE = 200
+# What the page gets of the loop's evaluation of an endpoint.
+ENDPOINT_KEYS = (
+    "region",
+    "healthy",
+    "score",
+    "load",
+    "capacity",
+    "strain",
+    "state",
+    "state_since",
+    "reason",
+    "evidence",
+)
 
 
 def tick_seconds() -> float:
@@ -159,18 +172,17 @@ def live_doc(evaluation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The last tick's view of every endpoint and region, from the hot state.
 
     ``at`` is the tick's time (None before the first tick); endpoints carry the control
-    loop's health verdict (healthy, score, load, capacity, reason) and their heartbeat's
-    figures; regions their failover machine (state, since, paused).
+    loop's health verdict (healthy, score, load, capacity, strain, reason), the state they are
+    shown in (``state``: healthy, degraded, down or unknown, held by the band and hold-down
+    regions have; ``state_since``) and their heartbeat's figures; regions their failover
+    machine (state, since, paused).
     """
     store = hotstate.get()
     ev = store.evaluation() if evaluation is None else evaluation
     beats = store.heartbeats()
     endpoints: dict[str, dict[str, Any]] = {}
     for name, health in ev.get("endpoints", {}).items():
-        endpoints[name] = {
-            key: health.get(key)
-            for key in ("region", "healthy", "score", "load", "capacity", "reason", "evidence")
-        }
+        endpoints[name] = {key: health.get(key) for key in ENDPOINT_KEYS}
     for name, hb in beats.items():
         endpoints.setdefault(name, {}).update(heartbeat_figures(hb))
     return {

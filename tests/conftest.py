@@ -1,7 +1,8 @@
 """Shared fixtures: a small named world and API clients holding tokens of each role.
 
-The world: ``eu-west`` healthy (active, two endpoints), ``us-east`` draining (admin
-state drained), ``ap-south`` residency-locked (Indian clients may only go there).
+The world (``tests.worlds.WORLD``): ``eu-west`` healthy (active, two endpoints), ``us-east``
+draining (admin state drained), ``ap-south`` residency-locked (Indian clients may only go
+there).
 """
 
 from __future__ import annotations
@@ -26,49 +27,7 @@ from typing import Any
 
 import pytest
 
-WORLD_YAML = """\
-zone: infer.example.test
-ttl: 10
-gpu_profiles:
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
-  A100: {prefill_tokens_per_s: 6000, decode_tokens_per_s: 1300, max_concurrency: 48}
-  L4: {prefill_tokens_per_s: 1500, decode_tokens_per_s: 350, max_concurrency: 16}
-regions:
-  - name: eu-west
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10, "2001:db8:10::1"]
-    priority: 1
-    endpoints:
-      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-      - {name: euw-2, address: "10.1.0.12:8000", gpu: A100, gpus: 4, models: [llama-3-8b]}
-  - name: us-east
-    country: US
-    location: {lat: 39.04, lon: -77.49}
-    addresses: [198.51.100.10]
-    priority: 1
-    state: drained
-    endpoints:
-      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-      - {name: use-2, address: "10.3.0.12:8000", gpu: L4, gpus: 4, models: [llama-3-8b]}
-  - name: ap-south
-    country: IN
-    location: {lat: 19.08, lon: 72.88}
-    addresses: [203.0.113.30]
-    priority: 2
-    endpoints:
-      - {name: aps-1, address: "10.6.0.11:8000", gpu: A100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-residency:
-  - {name: india-local, clients: {countries: [IN]}, regions: [ap-south], mode: strict}
-failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 30, all_down: fail_open}
-clients:
-  - {country: IE, share: 0.3}
-  - {country: US, share: 0.5}
-  - {country: IN, share: 0.2}
-"""
+from tests.worlds import WORLD
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +39,7 @@ def _isolated_var_dir(settings: Any, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture
 def world_yaml() -> str:
     """The fleet file of the small named world."""
-    return WORLD_YAML
+    return WORLD
 
 
 @pytest.fixture
@@ -92,7 +51,7 @@ def world(db: None) -> Any:
     from trafficmgr.fleetfile import load_fleet_text
 
     with acting_as("fixture:world", "system"):
-        apply_plan(plan_fleet(load_fleet_text(WORLD_YAML)))
+        apply_plan(plan_fleet(load_fleet_text(WORLD)))
     return fleet_snapshot()
 
 
@@ -100,7 +59,7 @@ def world(db: None) -> Any:
 def world_file(tmp_path: Path) -> Path:
     """The world's fleet file on disk."""
     path = tmp_path / "fleet.yaml"
-    path.write_text(WORLD_YAML)
+    path.write_text(WORLD)
     return path
 
 

@@ -20,8 +20,8 @@ does not hold up the decisions behind it), and hands everything else to Django:
   counters are the ones of record;
 - the database is used only in one worker thread per process (token misses, fleet view
   reloads, agent bindings the token's region does not settle) and by the history writer
-  (``ingest.HistoryWriter``), never on the event loop; heartbeats that reach the hot state
-  in the same turn of the loop share one Redis round trip (``PutBatch``);
+  (``heartbeat_history.HistoryWriter``), never on the event loop; heartbeats that reach the
+  hot state in the same turn of the loop share one Redis round trip (``PutBatch``);
 - the per-process rate limit is ``LoopRateThrottle``'s, errors are rendered by the API's
   exception handler, and replies carry DRF's and the security middleware's headers (``Vary``,
   ``Allow``, ``X-Frame-Options``, ``nosniff``, ``Referrer-Policy``, COOP, HSTS over HTTPS).
@@ -30,8 +30,9 @@ does not hold up the decisions behind it), and hands everything else to Django:
   error is logged to ``django.request`` and answered 500 in the error format. Both hold for
   what Django fails to answer at all (an error escaping it before its reply starts).
 
-The DRF views (``loop_views``) keep the OpenAPI description. ``TRAFFICMGR_LOOP_FRONT=0`` in
-the environment turns the front off.
+The rules it applies as Django would (hosts, HTTPS, the body limit, the security headers)
+are in ``loop_http``. The DRF views (``loop_views``) keep the OpenAPI description.
+``TRAFFICMGR_LOOP_FRONT=0`` in the environment turns the front off.
 """
 
 from __future__ import annotations
@@ -40,17 +41,13 @@ import asyncio
 import atexit
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from django.conf import settings
-from django.core.signals import setting_changed
 from django.db import close_old_connections, connections
-from django.dispatch import receiver
-from django.http.request import split_domain_port, validate_host
 from django.urls import reverse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
@@ -66,15 +63,12 @@ from regions.api.errors import (
     outage_body,
     outage_headers,
 )
+from regions.api.loop_http import Message, Receive, Scope, Send, http_settings, read_body, replay
 from regions.decisions import completions
 from regions.errors import DomainError
 from regions.fleet import snapshot
-from regions.loop import ingest
+from regions.loop import heartbeat_history, ingest
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 T = TypeVar("T")
 
@@ -100,7 +94,7 @@ class LoopFront:
     def __init__(self, app: App, enabled: bool | None = None) -> None:
         self.app = app
         self.enabled = conf.loop_front_enabled() if enabled is None else enabled
-        self.history = ingest.HistoryWriter()
+        self.history = heartbeat_history.HistoryWriter()
         self.puts = PutBatch()
         self._paths: dict[str, str] | None = None  # path → HEARTBEAT, ROUTE or COMPLETIONS
         self._db: ThreadPoolExecutor | None = None
@@ -116,15 +110,15 @@ class LoopFront:
         if kind is None or admitted is None:
             return await self._pass_on(scope, receive, send)
         secret, secure = admitted
-        messages, body = await _read_body(receive)
+        messages, body = await read_body(receive)
         if body is None:  # too large, or the client left: Django answers (or notices)
-            return await self._pass_on(scope, _replay(messages, receive), send)
+            return await self._pass_on(scope, replay(messages, receive), send)
         try:
             user = auth.cached_token(secret) or await self._in_db(auth.resolve_token, secret)
         except Exception as exc:  # an outage: the token can be neither let in nor refused
             return await self._send(send, _failed(exc, scope), secure)
         if user is None or user.is_agent != (kind == HEARTBEAT):
-            return await self._pass_on(scope, _replay(messages, receive), send)
+            return await self._pass_on(scope, replay(messages, receive), send)
         auth.act_as(user, str((scope.get("client") or ("",))[0])[:100])
         try:
             reply = await self._answer(user, kind, body)
@@ -344,117 +338,3 @@ def _failed(exc: BaseException, scope: Scope) -> Reply:
 def _with_connection(fn: Callable[..., T], *args: Any) -> T:
     close_old_connections()  # CONN_MAX_AGE and health checks, as Django does per request
     return fn(*args)
-
-
-@dataclass
-class HttpSettings:
-    """The settings the front reads per request, read once (again after a settings change)."""
-
-    max_body: int
-    ssl_redirect: bool
-    proxy_header: bytes | None  # SECURE_PROXY_SSL_HEADER's name as an ASGI header name
-    proxy_secure: bytes
-    allowed_hosts: list[str] | None  # None: USE_X_FORWARDED_HOST, so leave hosts to Django
-    security: dict[bool, list[tuple[bytes, bytes]]]  # by secure: the middleware's headers
-    hosts: dict[bytes, bool] = field(default_factory=dict)
-
-    def host_allowed(self, host: bytes | None) -> bool:
-        """``request.get_host()`` would not raise ``DisallowedHost``."""
-        if host is None or self.allowed_hosts is None:
-            return False
-        allowed = self.hosts.get(host)
-        if allowed is None:
-            domain, _ = split_domain_port(host.decode("latin-1"))
-            allowed = bool(domain) and validate_host(domain, self.allowed_hosts)
-            if len(self.hosts) < 256:
-                self.hosts[host] = allowed
-        return allowed
-
-    def secure(self, scope: Scope, proxied: bytes | None) -> bool:
-        """``request.is_secure()``."""
-        if proxied is not None:
-            return proxied.split(b",", 1)[0].strip() == self.proxy_secure
-        return bool(scope.get("scheme") == "https")
-
-
-_http: HttpSettings | None = None
-
-
-def http_settings() -> HttpSettings:
-    global _http
-    if _http is None:
-        proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None) or ("", "")
-        hosts = list(settings.ALLOWED_HOSTS)
-        if settings.DEBUG and not hosts:
-            hosts = [".localhost", "127.0.0.1", "[::1]"]
-        _http = HttpSettings(
-            max_body=int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 1_048_576),
-            ssl_redirect=bool(settings.SECURE_SSL_REDIRECT),
-            proxy_header=proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode() or None,
-            proxy_secure=proxy[1].encode(),
-            allowed_hosts=None if settings.USE_X_FORWARDED_HOST else hosts,
-            security={True: _security_headers(True), False: _security_headers(False)},
-        )
-    return _http
-
-
-@receiver(setting_changed)
-def _settings_changed(**kwargs: Any) -> None:
-    global _http
-    _http = None
-
-
-def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
-    """What SecurityMiddleware and XFrameOptionsMiddleware add to a JSON reply."""
-    out = []
-    if settings.X_FRAME_OPTIONS:
-        out.append((b"x-frame-options", settings.X_FRAME_OPTIONS.upper().encode()))
-    if secure and settings.SECURE_HSTS_SECONDS:
-        hsts = f"max-age={settings.SECURE_HSTS_SECONDS}"
-        if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
-            hsts += "; includeSubDomains"
-        if settings.SECURE_HSTS_PRELOAD:
-            hsts += "; preload"
-        out.append((b"strict-transport-security", hsts.encode()))
-    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-        out.append((b"x-content-type-options", b"nosniff"))
-    policy = settings.SECURE_REFERRER_POLICY
-    if policy:
-        if not isinstance(policy, str):
-            policy = ",".join(policy)
-        out.append((b"referrer-policy", policy.encode()))
-    coop = settings.SECURE_CROSS_ORIGIN_OPENER_POLICY
-    if coop:
-        out.append((b"cross-origin-opener-policy", coop.encode()))
-    return out
-
-
-async def _read_body(receive: Receive) -> tuple[list[Message], bytes | None]:
-    """Read the body; None when it outgrows the limit or the client disconnects."""
-    messages: list[Message] = []
-    chunks: list[bytes] = []
-    size, limit = 0, http_settings().max_body
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return messages, None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return messages, None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return messages, b"".join(chunks)
-
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """A ``receive`` that gives what was read already, then reads on."""
-    pending = list(messages)
-
-    async def again() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return again

@@ -62,7 +62,7 @@ def is_newer(seq: int, sent_at: float, received_at: float, order: Order, old: St
       beat's arrival: a forged or replayed beat silences nobody for longer than that;
     - without sessions, a beat sent ``RESTART_GAP_S`` after the stored one also wins (an old
       agent restarted and counts from zero again); ``sent_at`` is checked against the control
-      plane's clock before this (``regions.loop.ingest.SKEW_S``).
+      plane's clock before this (``regions.loop.heartbeat_doc.FUTURE_S``).
     """
     if order.session != old.session or seq > old.seq:
         return True

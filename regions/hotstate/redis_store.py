@@ -2,56 +2,37 @@
 
 What a Redis restart must not cost: counters summed here are kept until Redis took them
 (a flush that fails keeps them pending), and this process's spells of failing to reach
-Redis are handed over once it answers again (``regions.hotstate.impairment``). The tick
-lock is a lease with a fencing token; see ``tick_lock`` and ``save_tick``.
+Redis are handed over once it answers again (``regions.hotstate.impairment``). The store is
+one class assembled from its concerns: heartbeats (``redis_heartbeats``), the tick lease
+with its fencing token (``redis_tick``), and here the connection, the loop state, the table,
+the drill mailbox, the completion streams, versions and counters.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
-from regions.hotstate import impairment, scripts
-from regions.hotstate.protocols import (
-    RESTART_GAP_S,
-    SEQ_PER_S,
-    HeartbeatPut,
-    Lease,
-    Order,
-    PutResult,
-    TickState,
-)
+from regions.hotstate import scripts
+from regions.hotstate.redis_heartbeats import RedisHeartbeats
+from regions.hotstate.redis_tick import RedisTickLease
 from trafficmgr.contracts import (
     COMPLETIONS_MAXLEN,
-    EPOCH_KEY,
-    EVALUATION_KEY,
-    EVALUATION_STAMP_KEY,
-    EVENTS_OUTBOX_KEY,
-    IMPAIRMENTS_KEY,
-    MACHINES_KEY,
     PREFIX,
     TABLE_CHANNEL_SUFFIX,
-    TABLE_KEY,
-    TABLE_VERSION_KEY,
-    TICK_FENCE_KEY,
-    TICK_LOCK_KEY,
     Completion,
     StreamEntry,
     decode_completions,
-    decode_heartbeat,
     encode_completion,
-    encode_heartbeat,
     json_bytes,
     machine_from_doc,
     machine_to_doc,
@@ -65,8 +46,6 @@ from trafficmgr.routing.types import Heartbeat, RoutingTable
 VERSION_CHECK_S = 0.2
 # Counters are summed in process and written at most this often (and at exit).
 FLUSH_S = 0.5
-# Impairment spells older than this are forgotten.
-IMPAIRMENT_KEEP_S = 86400.0
 
 
 def _loads(raw: str | bytes) -> Any:
@@ -77,13 +56,7 @@ def _loads(raw: str | bytes) -> Any:
         return json.loads(raw)
 
 
-def _put_result(raw: list[Any]) -> PutResult:
-    ok, fresh, *drill = raw
-    pending = json.loads(drill[0]) if drill and drill[0] else None
-    return PutResult(bool(ok), bool(fresh), pending)
-
-
-class RedisHotState:
+class RedisHotState(RedisHeartbeats, RedisTickLease):
     """The shared store of the distributed mode."""
 
     def __init__(self, url: str, prefix: str = PREFIX) -> None:
@@ -125,126 +98,6 @@ class RedisHotState:
         self._tokens = None
         with self._pending_lock:
             self._pending.clear()
-
-    def put_heartbeat(
-        self,
-        hb: Heartbeat,
-        bucket: int,
-        totals: Mapping[str, list[int]] | None = None,
-        order: Order | None = None,
-    ) -> PutResult:
-        keys, args = self._put_arguments(hb, bucket, totals, order)
-        try:
-            result = _put_result(self._put(keys=keys, args=args))
-        except RedisError:
-            impairment.note()
-            raise
-        self._hand_over_impairment()
-        return result
-
-    def put_heartbeats(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
-        """Compare and set many heartbeats in one round trip (a pipeline), in order."""
-        if len(items) == 1:
-            return [self.put_heartbeat(*items[0])]
-        try:
-            results = self._put_many(items)
-        except RedisError:
-            impairment.note()
-            raise
-        self._hand_over_impairment()
-        return results
-
-    def _hand_over_impairment(self) -> None:
-        """Give the hot state this process's spell of not reaching it, once it answers."""
-        spell = impairment.pending()
-        if spell is not None:
-            with contextlib.suppress(RedisError):
-                self.add_impairment(impairment.source(), spell)
-                impairment.taken(spell)
-
-    def _put_many(self, items: Sequence[HeartbeatPut]) -> list[PutResult]:
-        calls = [self._put_arguments(*item) for item in items]
-        raw: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for _ in range(2):  # a second pass after Redis lost its scripts (restart, flush)
-            pipe = self.redis.pipeline(transaction=False)
-            for i in todo:
-                keys, args = calls[i]
-                pipe.evalsha(self._put.sha, len(keys), *keys, *args)
-            answers = pipe.execute(raise_on_error=False)
-            for i, answer in zip(todo, answers, strict=True):
-                raw[i] = answer
-            todo = [i for i in todo if isinstance(raw[i], NoScriptError)]
-            if not todo:
-                break
-            self.redis.script_load(scripts.PUT_HEARTBEAT_LUA)
-        for answer in raw:
-            if isinstance(answer, Exception):
-                raise answer
-        return [_put_result(answer) for answer in raw]
-
-    def _put_arguments(
-        self,
-        hb: Heartbeat,
-        bucket: int,
-        totals: Mapping[str, list[int]] | None = None,
-        order: Order | None = None,
-    ) -> tuple[list[str], list[Any]]:
-        order = order or Order()
-        keys = [
-            self.key("heartbeats:meta"),
-            self.key("heartbeats"),
-            self.key("heartbeats:totals"),
-            self.key(f"drill:{hb.endpoint}"),
-        ]
-        args = [
-            hb.endpoint,
-            hb.seq,
-            repr(hb.sent_at),
-            bucket,
-            encode_heartbeat(hb),
-            RESTART_GAP_S,
-            json.dumps(totals or {}, separators=(",", ":")),
-            repr(hb.received_at),
-            order.session,
-            repr(order.hold_s),
-            SEQ_PER_S,
-        ]
-        return keys, args
-
-    def error_totals(self, endpoint: str) -> dict[str, list[int]]:
-        raw = self.redis.hget(self.key("heartbeats:totals"), endpoint)
-        return json.loads(raw) if raw else {}
-
-    def heartbeats(
-        self, names: Iterable[str] | None = None, histograms: bool = True
-    ) -> dict[str, Heartbeat]:
-        """Return the latest heartbeats (one HGETALL or HMGET), decoding only new ones.
-
-        ``histograms=False`` (the control loop) leaves the servers' output-length histograms
-        unparsed; each way keeps its own cache of decoded heartbeats.
-        """
-        key = self.key("heartbeats")
-        if names is None:
-            raw = self.redis.hgetall(key)
-        else:
-            wanted = list(names)
-            raw = dict(zip(wanted, self.redis.hmget(key, wanted), strict=True)) if wanted else {}  # type: ignore[arg-type]
-        seen = self._beats if histograms else self._lean_beats
-        out = {}
-        for name, value in raw.items():
-            if not value:
-                continue
-            hit = seen.get(name)  # type: ignore[arg-type]
-            if hit is not None and hit[0] == value:
-                out[name] = hit[1]
-            else:
-                out[name] = hb = decode_heartbeat(value, histograms)
-                seen[name] = (value, hb)  # type: ignore[assignment, index]
-        if names is None and len(seen) > len(out):  # endpoints gone from the hash
-            for name in [n for n in seen if n not in out]:
-                seen.pop(name, None)
-        return out  # type: ignore[return-value]
 
     def machines(self) -> dict[str, RegionMachine]:
         raw = self.redis.get(self.key("machines"))
@@ -348,119 +201,6 @@ class RedisHotState:
             found: Any = self.redis.xread({key: after}, count=count)
             raw = found[0][1] if found else []
         return decode_completions((entry_id, fields.get("c", "")) for entry_id, fields in raw)
-
-    @contextmanager
-    def tick_lock(self, ttl_s: float, fence_floor: int = 0) -> Iterator[Lease]:
-        """Hold the tick lock for ``ttl_s``, renewed every third of it while the tick runs.
-
-        The lock's value names this process (``host:pid:nonce``), so an operator or a fault
-        test can tell which worker holds it. A worker that dies mid-tick leaves it to expire
-        within ``ttl_s``; one that stalls past that loses it, and its fence is then older than
-        the next tick's, so ``save_tick`` refuses what it would write.
-        """
-        token = f"{impairment.source()}:{uuid.uuid4().hex}"
-        key = self.key(TICK_LOCK_KEY)
-        ttl_ms = max(1, int(ttl_s * 1000))
-        fence = int(
-            self._acquire(keys=[key, self.key(TICK_FENCE_KEY)], args=[token, ttl_ms, fence_floor])
-        )
-        lease = Lease(fence > 0, fence)
-        done = threading.Event()
-        if lease.held:
-            threading.Thread(
-                target=self._keep_lease,
-                args=(lease, key, token, ttl_ms, done),
-                name="trafficmgr-tick-lease",
-                daemon=True,
-            ).start()
-        try:
-            yield lease
-        finally:
-            done.set()
-            if lease.held:
-                with contextlib.suppress(RedisError):
-                    self._release(keys=[key], args=[token])
-
-    def _keep_lease(
-        self, lease: Lease, key: str, token: str, ttl_ms: int, done: threading.Event
-    ) -> None:
-        while not done.wait(ttl_ms / 3000):
-            try:
-                if not self._renew(keys=[key], args=[token, ttl_ms]):
-                    lease.lost = True
-                    return
-            except RedisError:  # the next renewal tries again; expiry is the fallback
-                continue
-
-    def save_tick(self, state: TickState) -> bool:
-        """Write a tick's state, its new table (published) and its outbox, all or nothing,
-        unless a newer lease was taken since; return whether it was written."""
-        stamp = uuid.uuid4().hex
-        evaluation = json_bytes(dict(state.evaluation))
-        text = b""
-        if state.table is not None:
-            text = state.table_text or json_bytes(table_to_json(state.table))
-        keys = [
-            self.key(TICK_FENCE_KEY),
-            self.key(MACHINES_KEY),
-            self.key(EVALUATION_KEY),
-            self.key(EVALUATION_STAMP_KEY),
-            self.key(EVENTS_OUTBOX_KEY),
-            self.key(TABLE_KEY),
-            self.key(TABLE_VERSION_KEY),
-        ]
-        args: list[Any] = [
-            state.fence,
-            json_bytes({name: machine_to_doc(m) for name, m in state.machines.items()}),
-            evaluation,
-            stamp,
-            state.table.version if state.table is not None else "",
-            text,
-            self.key(TABLE_CHANNEL_SUFFIX),
-            *state.outbox,
-        ]
-        if not self._save_tick(keys=keys, args=args):
-            return False
-        self._evaluation = (stamp, dict(state.evaluation))
-        if state.table is not None:
-            self._cached_table = state.table
-        return True
-
-    def outbox(self, count: int) -> list[bytes]:
-        raw = self.redis.lrange(self.key(EVENTS_OUTBOX_KEY), 0, count - 1)
-        return [item.encode() if isinstance(item, str) else item for item in raw]
-
-    def trim_outbox(self, count: int) -> None:
-        self.redis.ltrim(self.key(EVENTS_OUTBOX_KEY), count, -1)
-
-    def epoch(self) -> str | None:
-        value = self.redis.get(self.key(EPOCH_KEY))
-        return str(value) if value else None
-
-    def claim_epoch(self, epoch: str) -> bool:
-        return bool(self.redis.set(self.key(EPOCH_KEY), epoch, nx=True))
-
-    def impairments(self) -> list[tuple[float, float]]:
-        """Every process's spells of not taking heartbeats (those older than a day dropped)."""
-        raw: dict[str, str] = self.redis.hgetall(self.key(IMPAIRMENTS_KEY))  # type: ignore[assignment]
-        spells, old = [], []
-        cutoff = time.time() - IMPAIRMENT_KEEP_S
-        for source, value in raw.items():
-            start, _, end = value.partition(" ")
-            try:
-                spell = (float(start), float(end))
-            except ValueError:
-                spell = (0.0, 0.0)
-            if spell[1] < cutoff:
-                old.append(source)
-            else:
-                spells.append(spell)
-        if old:
-            self.redis.hdel(self.key(IMPAIRMENTS_KEY), *old)
-        return spells
-
-    def add_impairment(self, source: str, spell: tuple[float, float]) -> None:
-        self.redis.hset(self.key(IMPAIRMENTS_KEY), source, f"{spell[0]!r} {spell[1]!r}")
 
     def config_version(self) -> int:
         now = time.monotonic()

@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 from regions import conf
-from regions.loop import ingest
+from regions.loop import heartbeat_history
 from regions.models import RoutingTableVersion
 
 
 def purge_history_now(now: float) -> dict[str, int]:
     """Delete heartbeat samples and table versions older than the retention (keep the head)."""
     days = conf.heartbeat_retention_days()
-    samples = ingest.purge_history(now, days)
+    samples = heartbeat_history.purge_history(now, days)
     cutoff = dt.datetime.fromtimestamp(now, dt.UTC) - dt.timedelta(days=days)
     head = RoutingTableVersion.objects.values_list("pk", flat=True).first()
     versions, _ = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.architecture import layers
 
 
@@ -35,3 +37,18 @@ def test_the_walk_sees_a_cycle() -> None:
     a = layers.Import("regions.fleet.plan", "regions.fleet.writer", 1, False)
     b = layers.Import("regions.fleet.writer", "regions.fleet.plan", 2, True)
     assert layers.cycles([a, b]) == [["regions.fleet.plan", "regions.fleet.writer"]]
+
+
+def test_the_walk_sees_a_benchmark_importing_the_tests(tmp_path: Path) -> None:
+    bench = tmp_path / "dashboard_ws.py"
+    bench.write_text("def main():\n    from tests.e2e.cluster import Cluster\n    import tests\n")
+    found = list(layers.imports("bench.dashboard_ws", bench, layers.modules()))
+    assert [(i.target, i.in_function) for i in found] == [
+        ("tests.e2e.cluster", True),
+        ("tests", True),
+    ]
+    problems = layers.direction_violations(found)
+    assert problems == [
+        "bench.dashboard_ws:2: bench imports the test suite tests.e2e.cluster",
+        "bench.dashboard_ws:3: bench imports the test suite tests",
+    ]

@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.liveserver import (
+from trafficmgr.topology.liveserver import (
     CHROMIUM,
     CHROMIUM_ARGS,
     OPERATOR,
     PASSWORD,
-    ROOT,
     VIEWER,
     HeartbeatFeeder,
     LiveServer,
@@ -30,6 +29,7 @@ from tests.dashboard.liveserver import (
     launch,
     shutdown,
 )
+from trafficmgr.topology.processes import ROOT
 
 MISSING = browser_missing()
 REQUIRED = os.environ.get("TRAFFICMGR_REQUIRE_BROWSER", "") in {"1", "true", "yes", "on"}
@@ -39,14 +39,24 @@ PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LiveServer]:
+def running() -> Iterator[tuple[LiveServer, HeartbeatFeeder]]:
     srv = launch()
     feeder = HeartbeatFeeder(srv).start()
     try:
-        yield srv
+        yield srv, feeder
     finally:
         feeder.stop()
         shutdown(srv)
+
+
+@pytest.fixture(scope="module")
+def server(running: tuple[LiveServer, HeartbeatFeeder]) -> LiveServer:
+    return running[0]
+
+
+@pytest.fixture(scope="module")
+def feeder(running: tuple[LiveServer, HeartbeatFeeder]) -> HeartbeatFeeder:
+    return running[1]
 
 
 @pytest.fixture(scope="module")
@@ -346,4 +356,36 @@ def test_routing_follows_live_after_a_change_and_plans_start_from_it(
     assert bar.is_visible()
     bar.locator("[data-live]").click()
     page.wait_for_selector("#routing-viewing .history-bar", state="detached")
+    assert page_errors == []
+
+
+def test_a_slow_endpoint_is_shown_degraded_at_phone_width_and_healthy_again(
+    browser: Any, server: LiveServer, feeder: HeartbeatFeeder, page_errors: list[str]
+) -> None:
+    page = sign_in(browser, server, VIEWER, page_errors, viewport=PHONE)
+    wait_healthy(page, "us-east")
+    page.locator("#regions-table tr[data-region='us-east'] [data-select]").click()
+    row = "#region-card .endpoints tr[data-endpoint='use-2']"
+    page.wait_for_selector(f"{row} td[data-state=healthy]", timeout=20_000)
+    feeder.slow.add("use-2")  # 28 % of us-east's capacity: the region itself stays healthy
+    try:
+        cell = page.locator(f"{row} td[data-state=degraded]")
+        cell.wait_for(timeout=20_000)
+        text = cell.inner_text()
+        assert "degraded" in text and "over objective" in text, text
+        # read in one go: every tick's new figures render the rows afresh
+        left, right = page.evaluate(
+            f"(() => {{ const b = document.querySelector({row + ' td[data-state]'!r})"
+            ".getBoundingClientRect(); return [b.left, b.right]; })()"
+        )
+        assert left >= 0 and right <= PHONE["width"] + 1, (left, right)
+        count = page.locator("#regions-table tr[data-region='us-east'] [data-degraded]")
+        assert count.is_visible() and count.inner_text() == "1 degraded"
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+        shoot(page, "phone-endpoint-degraded", full=True)
+    finally:
+        feeder.slow.discard("use-2")
+    # back under the band: healthy again once the hold-down has passed
+    page.wait_for_selector(f"{row} td[data-state=healthy]", timeout=30_000)
+    assert page.locator("#regions-table tr[data-region='us-east'] [data-degraded]").count() == 0
     assert page_errors == []

@@ -1,7 +1,7 @@
 """Acceptance: stop one region's agents and the open dashboard shows it within 3 s, no reload.
 
 Everything is real and out of process: ``manage.py demo --no-agents`` on a small fleet with
-a fast failover policy (tests/dashboard/fleet_fast.yaml: 0.5 s heartbeats, two missed ones
+a fast failover policy (``tests.worlds.FAST_FAILOVER``: 0.5 s heartbeats, two missed ones
 make an endpoint bad) and a 0.5 s tick; one ``python -m agents --simulate`` per endpoint,
 with an agent token per region from ``manage.py create_token`` (passed in
 TRAFFICMGR_AGENT_TOKEN, not on the command line); headless Chromium signed in as the demo's
@@ -27,13 +27,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.dashboard.liveserver import CHROMIUM, CHROMIUM_ARGS, ROOT, browser_missing, free_port
+from tests.worlds import FAST_FAILOVER
+from trafficmgr.topology.liveserver import CHROMIUM, CHROMIUM_ARGS, browser_missing
+from trafficmgr.topology.processes import ROOT, free_port
 
 pytestmark = pytest.mark.integration
 
 MISSING = browser_missing()
 REQUIRED = os.environ.get("TRAFFICMGR_REQUIRE_BROWSER", "") in {"1", "true", "yes", "on"}
-FLEET = Path(__file__).with_name("fleet_fast.yaml")
 GEOIP_DB = ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
 SHOTS = ROOT / "var" / "screenshots"
 TARGET = "eu-west"  # two endpoints: both agents are stopped
@@ -90,7 +91,7 @@ def environment(var_dir: Path) -> dict[str, str]:
 class Demo:
     """``manage.py demo --no-agents`` in a subprocess, its output collected line by line."""
 
-    def __init__(self, env: dict[str, str], port: int, dns_port: int) -> None:
+    def __init__(self, env: dict[str, str], port: int, dns_port: int, fleet: Path) -> None:
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             [
@@ -105,7 +106,7 @@ class Demo:
                 f"127.0.0.1:{free_port()}",
                 "--no-agents",
                 "--fleet",
-                str(FLEET),
+                str(fleet),
             ],
             cwd=ROOT,
             env=env,
@@ -239,10 +240,12 @@ def test_stopping_a_regions_agents_shows_it_down_on_the_open_page_within_3_s(
     from playwright.sync_api import sync_playwright
 
     budget = Budget(TOTAL_S)
-    fleet = yaml.safe_load(FLEET.read_text())
+    fleet_file = tmp_path / "fleet.yaml"
+    fleet_file.write_text(FAST_FAILOVER)
+    fleet = yaml.safe_load(FAST_FAILOVER)
     regions = [r["name"] for r in fleet["regions"]]
     env = environment(tmp_path / "var")
-    demo = Demo(env, free_port(), free_port())
+    demo = Demo(env, free_port(), free_port(), fleet_file)
     agents: dict[str, list[subprocess.Popen[bytes]]] = {}
     errors: list[str] = []
     try:

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.liveserver import OPERATOR, ROOT, VIEWER, LiveServer, launch, shutdown
 from tests.dashboard.test_browser import PHONE, SHOTS, WIDE, browser, page_errors, sign_in
+from trafficmgr.topology.liveserver import OPERATOR, VIEWER, LiveServer, launch, shutdown
+from trafficmgr.topology.processes import ROOT
 
 __all__ = ["browser", "page_errors"]  # fixtures shared with test_browser
 

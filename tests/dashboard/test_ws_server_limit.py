@@ -28,9 +28,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
 from dashboard import inbound
-from tests.dashboard.liveserver import ROOT, VIEWER, LiveServer, free_port
-from tests.e2e.cluster import web_command
 from tests.e2e.test_dashboard_ws import login
+from trafficmgr.topology.liveserver import VIEWER, LiveServer
+from trafficmgr.topology.processes import ROOT, free_port, web_command
 
 PASSWORD = "dashboard-test-password"
 

@@ -1,13 +1,13 @@
-"""One running cluster (tests/e2e/cluster.py) for every test of this directory.
+"""One running cluster (``trafficmgr.topology.cluster``) for every test of this directory.
 
-The fleet is the drills' end-to-end fleet: ``eu-west`` (two endpoints) and ``eu-central``
-(one, priority 2) hold the strict ``gdpr`` rule for EU clients, ``us-east`` (one endpoint)
-serves the rest; heartbeats every second, three missed make an endpoint bad, a 4 s slow
-start and a 2 s hold-down. Without PostgreSQL (DATABASE_URL) and Redis (REDIS_URL) every
+The fleet is ``tests.worlds.CLUSTER``, the drills' end-to-end fleet: ``eu-west`` (two endpoints)
+and ``eu-central`` (one, priority 2) hold the strict ``gdpr`` rule for EU clients, ``us-east``
+(one endpoint) serves the rest; heartbeats every second, three missed make an endpoint bad,
+a 4 s slow start and a 2 s hold-down. Without PostgreSQL (DATABASE_URL) and Redis (REDIS_URL) every
 test here skips, which fails the run under ``TRAFFICMGR_REQUIRE_SERVICES=1``; with them the
 cluster gets a database on that PostgreSQL and, where ``redis-server`` is installed, a Redis
-server of its own (see ``Cluster.start_redis``). When a test fails, its report carries the
-tail of every process's log.
+server of its own (see ``Cluster.start_redis``). When a test fails, its report carries the tail
+of every process's log.
 """
 
 from __future__ import annotations
@@ -19,13 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster
-from tests.e2e.stores import ServicesMissing, find_services
-from tests.regions.drills.test_e2e_region_outage import E2E_YAML
-
-# The in-process drill test's fleet, with a slow start long enough to watch the ramp.
-FLEET_YAML = E2E_YAML.replace("slow_start_s: 3,", "slow_start_s: 4,")
-assert FLEET_YAML != E2E_YAML
+from tests.worlds import CLUSTER
+from trafficmgr.topology.cluster import Cluster
+from trafficmgr.topology.stores import ServicesMissing, find_services
 
 _clusters: list[Cluster] = []
 
@@ -37,7 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         services = find_services(dict(os.environ))
     except ServicesMissing as exc:
         pytest.skip(str(exc))
-    running = Cluster(tmp_path_factory.mktemp("cluster"), FLEET_YAML, services)
+    running = Cluster(tmp_path_factory.mktemp("cluster"), CLUSTER, services)
     _clusters.append(running)
     left: list[str] = []
     try:

@@ -1,6 +1,6 @@
 """An agent that stops is detected in time, its region zeroed, and ramped back once it resumes.
 
-Everything is a separate process (tests/e2e/cluster.py): the agent of ``us-east``'s only
+Everything is a separate process (``trafficmgr.topology.cluster``): the agent of ``us-east``'s only
 endpoint is frozen with SIGSTOP (a hung node: no exit, no last words) and later resumed with
 SIGCONT. The control loop runs in the real ``celery worker``, ticked by the real ``beat``;
 the tables are read as published (cued by the Redis channel the DNS servers follow) and
@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from tests.e2e.cluster import Cluster, signal_group, wait_until
-from tests.e2e.observe import (
+from trafficmgr.topology.cluster import Cluster
+from trafficmgr.topology.observe import (
     CLIENTS,
     Api,
     DnsAnswer,
@@ -36,6 +36,7 @@ from tests.e2e.observe import (
     region_of_address,
     weights,
 )
+from trafficmgr.topology.processes import signal_group, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,13 +1,13 @@
 """Dashboards on every uvicorn worker get the tables the celery worker publishes.
 
-The cluster (tests/e2e/cluster.py) serves the web app as docker-compose.yml does, ``uvicorn
-... --workers 2``: two processes, each with its own dashboard live feed (dashboard/livefeed.py)
-subscribed to the ``dashboard`` group of the Redis channel layer. A viewer signs in through
-the login form and opens dashboards until both workers serve some (which process holds the
-server end of each socket is read from /proc); every one gets its snapshot. An operator
-drains ``eu-central`` through the REST API; the celery worker's tick publishes the new table
-to the group; every dashboard, on both workers, must get that same ``table.update`` with the
-region drained, and a later one once it is undrained.
+The cluster (``trafficmgr.topology.cluster``) serves the web app as docker-compose.yml does,
+``uvicorn ... --workers 2``: two processes, each with its own dashboard live feed
+(dashboard/livefeed.py) subscribed to the ``dashboard`` group of the Redis channel layer. A viewer
+signs in through the login form and opens dashboards until both workers serve some (which process
+holds the server end of each socket is read from /proc); every one gets its snapshot. An operator
+drains ``eu-central`` through the REST API; the celery worker's tick publishes the new table to the
+group; every dashboard, on both workers, must get that same ``table.update`` with the region
+drained, and a later one once it is undrained.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from tests.e2e.cluster import WEB_WORKERS, Cluster, wait_until
-from tests.e2e.observe import Api, socket_owners
+from trafficmgr.topology.cluster import WEB_WORKERS, Cluster
+from trafficmgr.topology.observe import Api, socket_owners
+from trafficmgr.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

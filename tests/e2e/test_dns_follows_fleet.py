@@ -12,8 +12,9 @@ import dns.message
 import dns.query
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_until
-from tests.e2e.observe import CLIENTS, Api, ecs_query
+from trafficmgr.topology.cluster import Cluster
+from trafficmgr.topology.observe import CLIENTS, Api, ecs_query
+from trafficmgr.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Failover drills against separate processes: the report's numbers, and a runner stopped.
 
-The cluster (tests/e2e/cluster.py) runs every service as its own process. The first test
+The cluster (``trafficmgr.topology.cluster``) runs every service as its own process. The first test
 starts a ``region_outage`` drill with ``manage.py drill --server URL --token T``: the API
 stores it, the celery worker runs it (its vantage points ask the real DNS server and the
 route API), the command follows it and writes the report. The report must meet the
@@ -28,8 +28,16 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_until
-from tests.e2e.observe import CLIENTS, Api, DnsWatch, TableFeed, region_of_address, weights
+from trafficmgr.topology.cluster import Cluster
+from trafficmgr.topology.observe import (
+    CLIENTS,
+    Api,
+    DnsWatch,
+    TableFeed,
+    region_of_address,
+    weights,
+)
+from trafficmgr.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Store outages and dead processes on the distributed topology: the fleet stays up.
 
-One cluster (every service a process of its own, tests/e2e/cluster.py) on a PostgreSQL server
-and a Redis of its own, so the faults reach nobody else. Short faults here (5 s); the long
+One cluster (every service a process of its own, ``trafficmgr.topology.cluster``) on a PostgreSQL
+server and a Redis of its own, so the faults reach nobody else. Short faults here (5 s); the long
 version with a table of costs is ``bench/faults.py``. Targets:
 
 - a PostgreSQL or Redis outage marks no region down and loses no event, and the heartbeat
@@ -27,11 +27,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_until
-from tests.e2e.conftest import FLEET_YAML
-from tests.e2e.faults import Watch, start_fault_cluster, stop_fault_cluster
-from tests.e2e.privatepg import PostgresMissing
-from tests.e2e.stores import ServicesMissing, find_services
+from tests.worlds import CLUSTER
+from trafficmgr.topology.cluster import Cluster
+from trafficmgr.topology.faults import Watch, start_fault_cluster, stop_fault_cluster
+from trafficmgr.topology.privatepg import PostgresMissing
+from trafficmgr.topology.processes import wait_until
+from trafficmgr.topology.stores import ServicesMissing, find_services
 
 pytestmark = pytest.mark.integration
 OUTAGE_S = 5.0
@@ -45,7 +46,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     except ServicesMissing as exc:
         pytest.skip(str(exc))
     try:
-        cluster, pg = start_fault_cluster(tmp_path_factory.mktemp("faults"), FLEET_YAML)
+        cluster, pg = start_fault_cluster(tmp_path_factory.mktemp("faults"), CLUSTER)
     except PostgresMissing as exc:
         pytest.skip(f"no private PostgreSQL: {exc}")
     cluster.pg = pg  # type: ignore[attr-defined]

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_until
-from tests.e2e.observe import Api
+from trafficmgr.topology.cluster import Cluster
+from trafficmgr.topology.observe import Api
+from trafficmgr.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

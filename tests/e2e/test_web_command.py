@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.cluster import ROOT, WEB_WORKERS, web_command
+from trafficmgr.topology.cluster import WEB_WORKERS
+from trafficmgr.topology.processes import ROOT, web_command
 
 DEFAULT_WORKERS = "2"
 

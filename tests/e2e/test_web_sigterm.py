@@ -1,16 +1,16 @@
 """A web process with dashboards open stops within seconds of SIGTERM, with exit status 0.
 
 docker-compose.yml's web command (``cluster.web_command``: uvicorn, two workers) runs on a
-PostgreSQL database and a Redis of its own, as in tests/e2e/cluster.py, and nothing else of
-the cluster: no celery, DNS server or agents. It needs the Redis channel layer: with the
-in-memory one every worker always stopped at once. A viewer opens dashboards until each
-worker serves at least two; table updates go to the ``dashboard`` group ten times a second,
-as the control loop's do, so that each worker's relay and consumers are receiving when
-SIGTERM comes to the process group (as ``Cluster.stop`` and a container runtime send it).
-Every dashboard must be closed with 1012 (service restart: the page reconnects) and every
-process gone within STOP_S. Before dashboard/receives.py, a consumer's channel-layer
-receive lost its cancellation and each worker waited out --timeout-graceful-shutdown (10 s),
-so every rollout SIGKILLed it (in the e2e harness, after STOP_GRACE_S).
+PostgreSQL database and a Redis of its own, as in ``trafficmgr.topology.cluster``, and nothing else
+of the cluster: no celery, DNS server or agents. It needs the Redis channel layer: with the
+in-memory one every worker always stopped at once. A viewer opens dashboards until each worker
+serves at least two; table updates go to the ``dashboard`` group ten times a second, as the control
+loop's do, so that each worker's relay and consumers are receiving when SIGTERM comes to the process
+group (as ``Cluster.stop`` and a container runtime send it). Every dashboard must be closed with
+1012 (service restart: the page reconnects) and every process gone within STOP_S. Before
+dashboard/receives.py, a consumer's channel-layer receive lost its cancellation and each worker
+waited out --timeout-graceful-shutdown (10 s), so every rollout SIGKILLed it (in the e2e harness,
+after STOP_GRACE_S).
 """
 
 from __future__ import annotations
@@ -28,18 +28,12 @@ from typing import Any
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.e2e.cluster import (
-    WEB_WORKERS,
-    Cluster,
-    Process,
-    signal_group,
-    wait_until,
-    web_command,
-)
-from tests.e2e.observe import socket_owners
-from tests.e2e.stores import ServicesMissing, find_services
 from tests.e2e.test_dashboard_ws import VIEWER, Dashboard, create_viewer, login, open_dashboard
-from tests.regions.drills.test_e2e_region_outage import E2E_YAML
+from tests.worlds import DRILL
+from trafficmgr.topology.cluster import WEB_WORKERS, Cluster
+from trafficmgr.topology.observe import socket_owners
+from trafficmgr.topology.processes import Process, signal_group, wait_until, web_command
+from trafficmgr.topology.stores import ServicesMissing, find_services
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +68,7 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebOnly]:
         services = find_services(dict(os.environ))
     except ServicesMissing as exc:
         pytest.skip(str(exc))
-    running = WebOnly(tmp_path_factory.mktemp("web-sigterm"), E2E_YAML, services)
+    running = WebOnly(tmp_path_factory.mktemp("web-sigterm"), DRILL, services)
     try:
         running.start()
         yield running

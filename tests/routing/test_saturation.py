@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import WORLD_YAML
 from tests.routing.conftest import NOW, make_beat
+from tests.worlds import WORLD
 from trafficmgr.fleetfile import dump_fleet, load_fleet_text
 from trafficmgr.routing.failover import RegionMachine, evaluate_fleet
 from trafficmgr.routing.health import CALM_BELOW, endpoint_health
@@ -156,7 +156,7 @@ def test_degraded_holds_until_the_strain_is_well_under_the_objective(
 def test_the_state_follows_the_band_and_never_flaps_faster_than_the_hold_down(
     ttfts: list[float],
 ) -> None:
-    fleet = load_fleet_text(WORLD_YAML)
+    fleet = load_fleet_text(WORLD)
     hold = fleet.failover.hold_down_s
     machines: Mapping[str, RegionMachine] = {}
     changes = []

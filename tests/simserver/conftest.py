@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.simserver.lab import FLEET_YAML, StartServers
+from tests.simserver.lab import StartServers
+from tests.worlds import SIM_LAB
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.routing.types import Fleet
 from trafficmgr.simserver import ServeOptions, SimServerThread, fleet_specs
@@ -15,7 +16,7 @@ from trafficmgr.simserver import ServeOptions, SimServerThread, fleet_specs
 
 @pytest.fixture
 def fleet() -> Fleet:
-    return load_fleet_text(FLEET_YAML)
+    return load_fleet_text(SIM_LAB)
 
 
 @pytest.fixture

@@ -1,10 +1,8 @@
-"""The lab fleet of the simulated-server tests, and plain HTTP calls to its endpoints.
+"""Plain HTTP calls to the endpoints of the simulated-server tests' lab fleet.
 
-The fleet's ``T1`` profile has round figures so that timings are easy to predict: prefill
-1,000 tokens/s, decode 100 tokens/s aggregate and (8 x 100 / 8) 100 tokens/s for a single
-stream, 8 slots. ``slow-1`` serves ``m-small`` and ``m-big`` on one T1; ``fast-1`` serves
-``m-small`` on one H100. Both have non-loopback fleet addresses, so with base port 0 they
-listen on free ports of 127.0.0.1.
+The fleet is ``tests.worlds.SIM_LAB``: its ``T1`` profile has round figures so that timings
+are easy to predict: prefill 1,000 tokens/s, decode 100 tokens/s aggregate and (8 x 100 / 8)
+100 tokens/s for a single stream, 8 slots.
 """
 
 from __future__ import annotations
@@ -17,21 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from trafficmgr.simserver import SimServerThread
-
-FLEET_YAML = """\
-zone: sim.example.test
-gpu_profiles:
-  T1: {prefill_tokens_per_s: 1000, decode_tokens_per_s: 100, max_concurrency: 8}
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
-regions:
-  - name: lab
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10]
-    endpoints:
-      - {name: slow-1, address: "10.9.0.1:8000", gpu: T1, gpus: 1, models: [m-small, m-big]}
-      - {name: fast-1, address: "10.9.0.2:8000", gpu: H100, gpus: 1, models: [m-small]}
-"""
 
 StartServers = Callable[..., SimServerThread]
 

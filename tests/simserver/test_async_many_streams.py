@@ -8,7 +8,7 @@ import json
 import aiohttp
 import openai
 
-from tests.simserver.lab import FLEET_YAML
+from tests.worlds import SIM_LAB
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.routing.prompt import count_tokens
 from trafficmgr.simserver import SimServers, fleet_specs
@@ -31,7 +31,7 @@ async def one_stream(session: aiohttp.ClientSession, url: str, i: int) -> int:
 
 
 async def many_streams() -> tuple[list[int], int]:
-    specs = fleet_specs(load_fleet_text(FLEET_YAML), base_port=0)
+    specs = fleet_specs(load_fleet_text(SIM_LAB), base_port=0)
     async with SimServers(specs, time_scale=20.0) as servers:
         url = servers.url("fast-1")  # one H100: 64 slots, so most streams queue
         connector = aiohttp.TCPConnector(limit=0)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import WORLD_YAML
+from tests.worlds import WORLD
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -89,7 +89,7 @@ def prepare_database(env: Mapping[str, str]) -> dict[str, str]:
     """Migrate the child's database, apply the world; the secrets by role (and ``agent``)."""
     done = subprocess.run(
         [sys.executable, "-c", _PREPARE],
-        input=WORLD_YAML,
+        input=WORLD,
         env=dict(env),
         cwd=ROOT,
         capture_output=True,

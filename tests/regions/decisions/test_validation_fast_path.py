@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from regions.decisions.route import ROUTE_BODY
-from regions.loop.ingest import HEARTBEAT, _time
+from regions.loop.heartbeat_doc import HEARTBEAT, parse_time
 from regions.validation import Invalid, Kind, _check, compiled, parse_json
 
 SCALARS = (
@@ -65,8 +65,8 @@ def outcome(check: Any) -> tuple[Any, ...]:
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(near(HEARTBEAT))
 def test_heartbeats(value: Any) -> None:
-    fast = outcome(lambda: compiled(HEARTBEAT)(value, _time))
-    assert fast == outcome(lambda: _check(HEARTBEAT, value, _time))
+    fast = outcome(lambda: compiled(HEARTBEAT)(value, parse_time))
+    assert fast == outcome(lambda: _check(HEARTBEAT, value, parse_time))
 
 
 @settings(max_examples=400)
@@ -103,8 +103,8 @@ def tricky(kind: Kind) -> list[Any]:
 def test_every_leaf_on_its_edges() -> None:
     for kind in {id(k): k for k in leaves(HEARTBEAT) + leaves(ROUTE_BODY)}.values():
         for value in tricky(kind):
-            fast = outcome(lambda: compiled(kind)(value, _time))  # noqa: B023
-            assert fast == outcome(lambda: _check(kind, value, _time)), (kind, value)  # noqa: B023
+            fast = outcome(lambda: compiled(kind)(value, parse_time))  # noqa: B023
+            assert fast == outcome(lambda: _check(kind, value, parse_time)), (kind, value)  # noqa: B023
 
 
 def test_a_huge_integer_is_out_of_range_not_a_crash() -> None:

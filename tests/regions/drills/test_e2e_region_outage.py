@@ -21,49 +21,7 @@ from regions.drills.measure import MeasureSetup
 from regions.drills.runner import run_drill
 from tests.regions.drills.conftest import RecordingHotState
 from tests.regions.loop.conftest import wait_for
-
-E2E_YAML = """\
-zone: infer.example.test
-ttl: 10
-gpu_profiles:
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
-  A100: {prefill_tokens_per_s: 6000, decode_tokens_per_s: 1300, max_concurrency: 48}
-regions:
-  - name: eu-west
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10]
-    priority: 1
-    endpoints:
-      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-      - {name: euw-2, address: "10.1.0.12:8000", gpu: A100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-  - name: eu-central
-    country: DE
-    location: {lat: 50.11, lon: 8.68}
-    addresses: [192.0.2.20]
-    priority: 2
-    endpoints:
-      - {name: euc-1, address: "10.2.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-  - name: us-east
-    country: US
-    location: {lat: 39.04, lon: -77.49}
-    addresses: [198.51.100.10]
-    endpoints:
-      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-residency:
-  - {name: gdpr, clients: {continents: [EU]}, regions: [eu-west, eu-central], mode: strict}
-failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 3, hold_down_s: 2,
-           all_down: fail_open}
-clients:
-  - {country: DE, share: 0.3}
-  - {country: GB, share: 0.2}
-  - {country: US, share: 0.5}
-"""
-
+from tests.worlds import DRILL
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +34,7 @@ def fleet(transactional_db: None, postgres_db: str) -> Any:
     from trafficmgr.fleetfile import load_fleet_text
 
     with acting_as("fixture:e2e", "system"):
-        apply_plan(plan_fleet(load_fleet_text(E2E_YAML)))
+        apply_plan(plan_fleet(load_fleet_text(DRILL)))
     return fleet_snapshot()
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from regions.models import Drill, DrillStatus, Event, EventKind, Region
 from tests.regions.drills.conftest import api_drill
+from tests.worlds import GDPR_SHORT
 
 pytestmark = pytest.mark.django_db
 
@@ -155,48 +156,13 @@ def test_a_drill_whose_target_left_the_fleet_is_abandoned(world: Any, operator_c
     assert drill.report.report["verdict"] == "aborted"
 
 
-# --- capacity per strict residency zone --------------------------------------------------
-# The fleet has plenty in us-east; EU clients may only use eu-west (19,200 tokens/s) and the
-# small eu-central (1,400 tokens/s), so an eu-west outage leaves them short under load.
-EU_FLEET = """\
-zone: infer.example.test
-ttl: 10
-gpu_profiles:
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
-  L4: {prefill_tokens_per_s: 1500, decode_tokens_per_s: 350, max_concurrency: 16}
-regions:
-  - name: eu-west
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10]
-    endpoints:
-      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8, models: [llama-3-8b]}
-  - name: eu-central
-    country: DE
-    location: {lat: 50.11, lon: 8.68}
-    addresses: [192.0.2.20]
-    endpoints:
-      - {name: euc-1, address: "10.2.0.11:8000", gpu: L4, gpus: 4, models: [llama-3-8b]}
-  - name: us-east
-    country: US
-    location: {lat: 39.04, lon: -77.49}
-    addresses: [198.51.100.10]
-    endpoints:
-      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8, models: [llama-3-8b]}
-      - {name: use-2, address: "10.3.0.12:8000", gpu: H100, gpus: 8, models: [llama-3-8b]}
-residency:
-  - {name: gdpr, clients: {continents: [EU]}, regions: [eu-west, eu-central], mode: strict}
-failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 30, all_down: fail_open}
-clients:
-  - {country: DE, share: 0.3}
-  - {country: US, share: 0.7}
-"""
+# --- capacity per strict residency zone (tests/worlds.py GDPR_SHORT) ----------------------
 EU_REGION_OF = {"euw-1": "eu-west", "euc-1": "eu-central", "use-1": "us-east", "use-2": "us-east"}
 
 
 @pytest.fixture
 def eu_fleet(db: None) -> Callable[..., float]:
-    """Apply EU_FLEET; returns ``beat(endpoints=all, **doc_args)``: heartbeats, then a tick."""
+    """Apply GDPR_SHORT; returns ``beat(endpoints=all, **doc_args)``: heartbeats, then a tick."""
     import json
     import time
 
@@ -210,7 +176,7 @@ def eu_fleet(db: None) -> Callable[..., float]:
     from trafficmgr.fleetfile import load_fleet_text
 
     with acting_as("fixture:eu-fleet", "system"):
-        apply_plan(plan_fleet(load_fleet_text(EU_FLEET)))
+        apply_plan(plan_fleet(load_fleet_text(GDPR_SHORT)))
     snapshot.forget()
     tokens = {
         r: create_token(f"agent-{r}", "agent", region=r, created_by="tests")[0]
@@ -298,7 +264,7 @@ def test_each_strict_rule_is_checked_in_the_regions_the_engine_allows_its_zones(
     from regions.drills.guardrails import strict_zones
     from trafficmgr.fleetfile import load_fleet_text
 
-    text = EU_FLEET.replace(
+    text = GDPR_SHORT.replace(
         "  - {name: gdpr, clients: {continents: [EU]}",
         "  - {name: de-local, clients: {countries: [DE]}, regions: [eu-central], mode: strict}\n"
         "  - {name: nl-pref, clients: {countries: [NL]}, regions: [eu-west], mode: preferred}\n"

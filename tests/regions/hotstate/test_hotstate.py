@@ -92,11 +92,11 @@ def test_published_table_round_trips(store: Any, feed_table: Any) -> None:
 
 @pytest.fixture
 def feed_table() -> Any:
-    from tests.regions.loop.conftest import LOOP_YAML
+    from tests.worlds import GDPR
     from trafficmgr.fleetfile import load_fleet_text
     from trafficmgr.routing.table import static_table
 
-    return static_table(load_fleet_text(LOOP_YAML), T0)
+    return static_table(load_fleet_text(GDPR), T0)
 
 
 @pytest.mark.integration

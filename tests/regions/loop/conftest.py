@@ -1,8 +1,8 @@
 """Fixtures of the control loop's tests: a world with an EU residency rule, agents, feeds.
 
-The loop world: ``eu-west`` (IE) and ``eu-central`` (DE) hold the strict ``gdpr`` rule for
-EU clients; ``us-east`` (US) and ``ap-south`` (IN, priority 2) serve everyone else. The
-failover policy is fail_closed; tests that want fail_open switch it.
+The loop world is ``tests.worlds.GDPR``: ``eu-west`` (IE) and ``eu-central`` (DE) hold the
+strict ``gdpr`` rule for EU clients; ``us-east`` (US) and ``ap-south`` (IN, priority 2) serve
+everyone else. The failover policy is fail_closed; tests that want fail_open switch it.
 
 Every test gets a fresh in-process hot state; tests marked ``integration`` build their own
 Redis store from ``redis_url`` (a copy of tests/integration/conftest.py's fixture: conftest
@@ -19,52 +19,8 @@ from typing import Any
 
 import pytest
 
-LOOP_YAML = """\
-zone: infer.example.test
-ttl: 10
-gpu_profiles:
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
-  A100: {prefill_tokens_per_s: 6000, decode_tokens_per_s: 1300, max_concurrency: 48}
-regions:
-  - name: eu-west
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10]
-    endpoints:
-      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-      - {name: euw-2, address: "10.1.0.12:8000", gpu: A100, gpus: 4, models: [llama-3-8b]}
-  - name: eu-central
-    country: DE
-    location: {lat: 50.11, lon: 8.68}
-    addresses: [192.0.2.20]
-    endpoints:
-      - {name: euc-1, address: "10.2.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-  - name: us-east
-    country: US
-    location: {lat: 39.04, lon: -77.49}
-    addresses: [198.51.100.10]
-    endpoints:
-      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-  - name: ap-south
-    country: IN
-    location: {lat: 19.08, lon: 72.88}
-    addresses: [203.0.113.30]
-    priority: 2
-    endpoints:
-      - {name: aps-1, address: "10.6.0.11:8000", gpu: A100, gpus: 8,
-         models: [llama-3-70b, llama-3-8b]}
-residency:
-  - {name: gdpr, clients: {continents: [EU]}, regions: [eu-west, eu-central], mode: strict}
-failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 30, all_down: fail_closed}
-clients:
-  - {country: GB, share: 0.2}
-  - {country: DE, share: 0.2}
-  - {country: US, share: 0.4}
-  - {country: IN, share: 0.2}
-"""
+from tests.worlds import GDPR
+
 REGION_OF = {
     "euw-1": "eu-west",
     "euw-2": "eu-west",
@@ -107,7 +63,7 @@ def loop_world(db: None) -> Any:
     from trafficmgr.fleetfile import load_fleet_text
 
     with acting_as("fixture:loop_world", "system"):
-        apply_plan(plan_fleet(load_fleet_text(LOOP_YAML)))
+        apply_plan(plan_fleet(load_fleet_text(GDPR)))
     return fleet_snapshot()
 
 

@@ -64,10 +64,11 @@ def test_a_pipeline_of_puts_in_redis(redis_store: Any) -> None:
     from dataclasses import replace
 
     from regions.loop import ingest
+    from regions.loop.heartbeat_doc import to_heartbeat
     from tests.regions.loop.conftest import hb_doc as doc_of
 
     now = time.time()
-    hb, totals = ingest.to_heartbeat(
+    hb, totals = to_heartbeat(
         ingest.parse_heartbeat(json.dumps(doc_of("euw-1", 5, now)).encode()), now, {}
     )
     redis_store.set_drill("euw-2", {"kind": "silence"}, 60)

@@ -85,17 +85,17 @@ def test_a_pending_drill_rides_on_the_reply_once(agent_api: Any, fresh_hot_state
 def test_running_error_counts_become_errors_since_the_last_heartbeat(
     feed: Any, fresh_hot_state: Any
 ) -> None:
-    from regions.loop import ingest
+    from regions.loop.heartbeat_doc import error_deltas
 
-    deltas, totals = ingest.error_deltas(
+    deltas, totals = error_deltas(
         [{"index": 0, "xid_errors": 5, "ecc_errors": 2, "lost": False}], {}
     )
     assert deltas == [(0, 0)]  # first sight: a baseline
-    deltas, totals = ingest.error_deltas(
+    deltas, totals = error_deltas(
         [{"index": 0, "xid_errors": 7, "ecc_errors": 2, "lost": False}], totals
     )
     assert deltas == [(2, 0)]
-    deltas, totals = ingest.error_deltas(
+    deltas, totals = error_deltas(
         [{"index": 0, "xid_errors": 1, "ecc_errors": None, "lost": True}], totals
     )
     assert deltas == [(1 + 1, 0)]  # counter reset (agent restart) plus the lost GPU

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.db import OperationalError
 
-from regions.loop import ingest
+from regions.loop import heartbeat_history
 from regions.models import Endpoint, HeartbeatSample
 
 pytestmark = pytest.mark.django_db
@@ -36,28 +36,30 @@ def rows(loop_world: Any, count: int) -> list[HeartbeatSample]:
 def test_rows_wait_for_the_database_and_are_written_once_it_is_back(
     loop_world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writer = ingest.HistoryWriter(retry_s=0.0)
+    writer = heartbeat_history.HistoryWriter(retry_s=0.0)
     monkeypatch.setattr(writer, "_start", lambda: None)  # flushed by hand here
-    real = ingest.store_samples
+    real = heartbeat_history.store_samples
 
     def away(batch: list[HeartbeatSample]) -> None:
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(ingest, "store_samples", away)
+    monkeypatch.setattr(heartbeat_history, "store_samples", away)
     for row in rows(loop_world, 6):
         writer.submit(row)
         writer._flush_quietly()  # the database is away: nothing may be lost
     assert writer.pending() == 6 and writer.dropped == 0
-    monkeypatch.setattr(ingest, "store_samples", real)
+    monkeypatch.setattr(heartbeat_history, "store_samples", real)
     assert writer.flush() == 6
     assert HeartbeatSample.objects.count() == 6
 
 
 def test_the_backlog_stays_bounded(loop_world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    writer = ingest.HistoryWriter(retry_s=0.0, max_pending=4)
+    writer = heartbeat_history.HistoryWriter(retry_s=0.0, max_pending=4)
     monkeypatch.setattr(writer, "_start", lambda: None)
     monkeypatch.setattr(
-        ingest, "store_samples", lambda batch: (_ for _ in ()).throw(OperationalError("down"))
+        heartbeat_history,
+        "store_samples",
+        lambda batch: (_ for _ in ()).throw(OperationalError("down")),
     )
     for row in rows(loop_world, 6):
         writer.submit(row)
@@ -68,14 +70,14 @@ def test_the_backlog_stays_bounded(loop_world: Any, monkeypatch: pytest.MonkeyPa
 def test_a_heartbeat_is_accepted_while_its_history_row_cannot_be_stored(
     feed: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest.late_history, "_start", lambda: None)
+    monkeypatch.setattr(heartbeat_history.late_history, "_start", lambda: None)
 
     def away(batch: list[HeartbeatSample]) -> None:
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(ingest, "store_samples", away)
+    monkeypatch.setattr(heartbeat_history, "store_samples", away)
     feed(T0)  # asserts every heartbeat was accepted
-    assert ingest.late_history.pending() == 5
+    assert heartbeat_history.late_history.pending() == 5
     monkeypatch.undo()
-    ingest.late_history.flush()
+    heartbeat_history.late_history.flush()
     assert HeartbeatSample.objects.count() == 5

@@ -204,7 +204,8 @@ export class FleetMap {
     this.tip.innerHTML = `<strong>${esc(name)}</strong> ${badge(status.shown, label)}` +
       `<div>for ${since} · ${pct(trafficShare(name, this.model))} of traffic</div>` +
       `<div>GPU ${fig.util === null ? "—" : `${fig.util.toFixed(0)}%`} · headroom ${pct(status.headroom)}` +
-      ` · ${fig.healthy}/${fig.total} endpoints healthy</div>` +
+      ` · ${fig.healthy}/${fig.total} endpoints healthy` +
+      `${fig.degraded ? `, ${fig.degraded} degraded` : ""}</div>` +
       `<div class="muted">${esc(status.reason)}</div>`;
     const box = g.getBoundingClientRect();
     const host = this.container.getBoundingClientRect();

@@ -99,7 +99,8 @@ export class RegionsTable {
       const share = trafficShare(name);
       c[10].dataset.share = share === null ? "" : share.toFixed(4);
       setHtml(c[10], `<span class="bar" style="--w:${((share ?? 0) * 100).toFixed(1)}%"></span>${pct(share)}`);
-      setHtml(c[11], `${fig.healthy}/${fig.total} healthy`);
+      setHtml(c[11], `${fig.healthy}/${fig.total} healthy` +
+        (fig.degraded ? `<div class="sub" data-degraded="${fig.degraded}">${fig.degraded} degraded</div>` : ""));
       if (cols === 13) setHtml(c[12], regionActions(name));
     });
   }

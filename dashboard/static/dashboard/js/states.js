@@ -68,11 +68,16 @@ export function badge(state, text) {
     `<span>${text ?? STATES[name].label}</span></span>`;
 }
 
-// An endpoint as the table shows it: drained by its admin, else by the loop's verdict.
+// The states the loop shows an endpoint in (live.state), with their labels.
+const ENDPOINT_LABELS = { healthy: "healthy", degraded: "degraded", down: "unhealthy" };
+
+// An endpoint as the table shows it: drained by its admin, else the state the loop shows it in
+// (healthy, degraded or down, held by the band and hold-down regions have), else its verdict.
 export function endpointState(row, live) {
   if (row && row.admin_state !== "active") return { state: "drained", label: row.admin_state };
   if (!live || live.evidence === false || live.healthy === undefined) {
     return { state: "unknown", label: "no data" };
   }
+  if (ENDPOINT_LABELS[live.state]) return { state: live.state, label: ENDPOINT_LABELS[live.state] };
   return live.healthy ? { state: "healthy", label: "healthy" } : { state: "down", label: "unhealthy" };
 }

@@ -2,6 +2,7 @@
 // apply(message) updates it and tells subscribers which parts changed.
 
 import { epoch } from "./format.js";
+import { endpointState } from "./states.js";
 
 const MAX_EVENTS = 500;
 const MAX_DIFFS = 30;
@@ -229,14 +230,16 @@ export function regionStatus(name) {
 export function regionFigures(name) {
   const fig = {
     util: null, memUsed: null, memTotal: null, waiting: null, running: null, kv: null,
-    ttft50: null, ttft99: null, tokens: null, healthy: 0, total: 0,
+    ttft50: null, ttft99: null, tokens: null, healthy: 0, degraded: 0, total: 0,
   };
   const utils = [], kvs = [], p50s = [];
   for (const e of endpointsOf(name)) {
     fig.total += 1;
     const live = state.live.endpoints?.[e.name];
     if (!live) continue;
-    if (live.healthy && e.admin_state === "active") fig.healthy += 1;
+    const shown = endpointState(e, live).state;
+    if (shown === "healthy") fig.healthy += 1;
+    if (shown === "degraded") fig.degraded += 1;
     if (live.gpu_util_pct !== null && live.gpu_util_pct !== undefined) utils.push(live.gpu_util_pct);
     if (live.mem_used_mb !== null && live.mem_used_mb !== undefined) {
       fig.memUsed = (fig.memUsed ?? 0) + live.mem_used_mb;

@@ -29,7 +29,7 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.e2e.cluster import TABLE_CHANNEL, TABLE_KEY
+from trafficmgr.contracts import TABLE_REDIS_CHANNEL, TABLE_REDIS_KEY
 
 # Client addresses the GeoIP database places in each country (the DNS server's own lookup
 # decides; ``client_zone`` reads back what it decided from the TXT answer).
@@ -86,7 +86,7 @@ class TableFeed:
 
         self.client = redis.Redis.from_url(redis_url, socket_timeout=5)
         self.pubsub: Any = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-        self.pubsub.subscribe(TABLE_CHANNEL)
+        self.pubsub.subscribe(TABLE_REDIS_CHANNEL)
         self.tables: list[Published] = []
         self.errors: list[str] = []  # what interrupted the feed, for a failing test to show
         self._stop = threading.Event()
@@ -110,7 +110,7 @@ class TableFeed:
 
     def _step_read_table(self) -> None:
         try:
-            raw = self.client.get(TABLE_KEY)
+            raw = self.client.get(TABLE_REDIS_KEY)
         except Exception as exc:
             self.errors.append(f"{time.time():.3f} {exc!r}")
             return
@@ -121,7 +121,7 @@ class TableFeed:
 
     def stored_version(self) -> str | None:
         """The version of the table the cluster's Redis holds now."""
-        raw = self.client.get(TABLE_KEY)
+        raw = self.client.get(TABLE_REDIS_KEY)
         doc = json.loads(raw) if raw else None
         return doc.get("version") if isinstance(doc, dict) else None
 

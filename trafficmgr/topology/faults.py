@@ -1,7 +1,7 @@
 """Faults on the distributed topology and what they cost, for the fault tests and
 ``bench/faults.py``.
 
-A ``FaultCluster`` is a ``Cluster`` (tests/e2e/cluster.py) on a PostgreSQL server of its own
+A fault cluster is a ``Cluster`` (``cluster``) on a PostgreSQL server of its own
 (``PrivatePostgres``), so that stopping it leaves the shared one alone. A ``Watch`` records,
 while a fault runs: every published table (``TableFeed``), DNS answers to three vantage
 points, and ``POST /api/v1/route`` answers. ``Watch.cost`` turns that into the figures:
@@ -24,11 +24,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.e2e.cluster import Cluster, wait_until
-from tests.e2e.observe import CLIENTS, DnsWatch, TableFeed, region_of_address
-from tests.e2e.privatepg import PrivatePostgres
-from tests.e2e.stores import Services
-from tests.regions.loop.consistency import unexplained
+from trafficmgr.topology.cluster import Cluster
+from trafficmgr.topology.consistency import unexplained
+from trafficmgr.topology.observe import CLIENTS, DnsWatch, TableFeed, region_of_address
+from trafficmgr.topology.privatepg import PrivatePostgres
+from trafficmgr.topology.processes import wait_until
+from trafficmgr.topology.stores import Services
 
 DOWN_STATES = ("down", "recovering")
 
