@@ -109,7 +109,7 @@ class Demo:
     def __init__(self, workdir: Path, env: dict[str, str], ports: Ports) -> None:
         argv = [sys.executable, "manage.py", "demo"]
         argv += ["--http", f"127.0.0.1:{ports.web}", "--dns", f"127.0.0.1:{ports.dns}"]
-        argv += ["--gateway", f"127.0.0.1:{ports.gateway}"]
+        argv += ["--gateway", f"127.0.0.1:{ports.gateway}", "--servers-port", "0"]
         self.proc = subprocess.Popen(
             argv,
             cwd=workdir,

@@ -213,6 +213,8 @@ class Demo:
                 f"127.0.0.1:{dns_port}",
                 "--gateway",
                 f"127.0.0.1:{free_port()}",
+                "--servers-port",
+                "0",
                 *([] if agents else ["--no-agents"]),
                 *extra,
             ],

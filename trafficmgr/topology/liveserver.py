@@ -157,6 +157,8 @@ class LiveServer:
                 f"127.0.0.1:{free_port()}",
                 "--gateway",
                 f"127.0.0.1:{free_port()}",
+                "--servers-port",
+                "0",
                 *([] if self.agents else ["--no-agents"]),
                 "--fleet",
                 str(FLEET),

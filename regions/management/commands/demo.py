@@ -168,6 +168,14 @@ class Command(BaseCommand):
             help="HOST:PORT of the OpenAI-compatible gateway (default: %(default)s)",
         )
         parser.add_argument(
+            "--servers-port",
+            type=int,
+            default=8100,
+            metavar="PORT",
+            help="first port of the simulated inference servers, one per endpoint from there "
+            "(0: any free ports; default: %(default)s)",
+        )
+        parser.add_argument(
             "--no-agents",
             action="store_true",
             help="do not start the simulated agents (nor the clients replaying a trace)",
@@ -192,6 +200,9 @@ class Command(BaseCommand):
         self.dns = Listen.parse(options["dns"], "--dns")
         self.gateway = Listen.parse(options["gateway"], "--gateway")
         self.agents = not options["no_agents"]
+        self.servers_port = int(options["servers_port"])
+        if not 0 <= self.servers_port <= 65535:
+            raise CommandError(f"--servers-port: {self.servers_port} is not a port (0-65535)")
         self.fleet_file = options["fleet"]
         self.rotate = bool(options["rotate_credentials"])
         self.drill = None
@@ -218,7 +229,7 @@ class Command(BaseCommand):
 
         desired = read_fleet(self.fleet_file)
         try:  # every endpoint served by a simulated server; the fleet names where
-            self.servers, desired = serve_endpoints(desired)
+            self.servers, desired = serve_endpoints(desired, base_port=self.servers_port)
         except OSError as exc:
             raise CommandError(f"cannot start the simulated servers: {exc}") from exc
         self.served_fleet = desired
