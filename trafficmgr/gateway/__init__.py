@@ -3,9 +3,10 @@
 Clients point an OpenAI library at ``http://HOST:PORT/v1`` with a client token. Each request
 is routed by the shared decision core (``trafficmgr.requestpath``: residency, region, endpoint,
 affinity, admission, ejection) and proxied to the endpoint it picked over pooled keep-alive
-connections, streaming answers passed through as they arrive (``proxy``, ``sse``). The
-gateway never imports the Django app: the control plane comes in as a ``ControlPlane``
-source.
+connections, streaming answers passed through as they arrive (``proxy``, ``sse``), and,
+when asked, traced with OpenTelemetry (``tracing``: off by default, its SDK then never
+imported). The gateway never imports the Django app: the control plane comes in as a
+``ControlPlane`` source.
 
 Entry points: ``serve(source, listen, region, workers)`` (what ``manage.py gateway`` calls,
 with the Django-backed source), ``start_gateway(core, settings)`` on a running loop (tests),

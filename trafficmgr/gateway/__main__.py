@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.gateway.server import serve
-from trafficmgr.gateway.settings import DEFAULT_BODY_BYTES, GatewaySettings, networks
+from trafficmgr.gateway.settings import (
+    DEFAULT_BODY_BYTES,
+    GatewaySettings,
+    networks,
+    tracing_wanted,
+)
 from trafficmgr.requestpath import ClientIdentity, RequestPathConfig, StaticSource
 from trafficmgr.routing.picker import DEFAULT_STRATEGY, STRATEGIES
 
@@ -36,6 +42,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=GatewaySettings().first_byte_timeout_s,
         help="seconds a stream may wait for its first event before it is retried elsewhere",
     )
+    p.add_argument(
+        "--otlp-endpoint",
+        help="trace requests with OpenTelemetry, exported over OTLP/HTTP to this collector "
+        "(e.g. http://127.0.0.1:4318); without it the OTEL_* variables decide",
+    )
     return p.parse_args(argv)
 
 
@@ -48,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         fleet = load_fleet_file(args.fleet)
         trusted = networks(args.trusted_proxy)
+        tracing_wanted(GatewaySettings(otlp_endpoint=args.otlp_endpoint), os.environ)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -58,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         upstream_api_key=args.upstream_key,
         access_log=args.access_log,
         first_byte_timeout_s=args.first_byte_timeout,
+        otlp_endpoint=args.otlp_endpoint,
     )
     config = RequestPathConfig(default_strategy=args.strategy)
     serve(

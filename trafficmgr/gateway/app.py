@@ -4,8 +4,9 @@ Per request, in order: ``x-request-id`` (honoured, else generated; returned, sen
 logged); the bearer token (401, OpenAI's error shape); the body size (413, from
 ``Content-Length`` before reading); the body (400 naming the field); the core's decision
 (400 bad header, 404 unknown model, 429 saturated, 503 nothing eligible, with Retry-After);
-then the proxy. The client's address is the peer's, or the first address in
-``X-Forwarded-For`` (from the right) that is not a trusted proxy when the peer is one.
+then the proxy. With tracing on (``tracing``), each step is also a span. The client's
+address is the peer's, or the first address in ``X-Forwarded-For`` (from the right) that is
+not a trusted proxy when the peer is one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import ipaddress
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 import msgspec
 from aiohttp import web
@@ -24,7 +26,7 @@ from trafficmgr.gateway.body import Body, BodyError, parse_body, with_model
 from trafficmgr.gateway.errors import error_response, refusal_response
 from trafficmgr.gateway.metrics import GatewayMetrics
 from trafficmgr.gateway.proxy import Exchange, Proxy, header_text
-from trafficmgr.gateway.settings import GatewaySettings, IpNetwork
+from trafficmgr.gateway.settings import GatewaySettings, IpNetwork, tracing_wanted
 from trafficmgr.requestpath import (
     PRIORITY_HEADER,
     STRATEGY_HEADER,
@@ -34,6 +36,9 @@ from trafficmgr.requestpath import (
     RequestPath,
 )
 
+if TYPE_CHECKING:
+    from trafficmgr.gateway.tracing import GatewayTracer, RequestTrace
+
 log = logging.getLogger("trafficmgr.gateway")
 access_log = logging.getLogger("trafficmgr.gateway.access")
 
@@ -41,6 +46,7 @@ CORE: web.AppKey[RequestPath] = web.AppKey("core", RequestPath)
 PROXY: web.AppKey[Proxy] = web.AppKey("proxy", Proxy)
 METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
 SETTINGS: web.AppKey[GatewaySettings] = web.AppKey("settings", GatewaySettings)
+TRACER: web.AppKey[GatewayTracer | None] = web.AppKey("tracer")
 
 
 def build_app(core: RequestPath, settings: GatewaySettings) -> web.Application:
@@ -49,6 +55,7 @@ def build_app(core: RequestPath, settings: GatewaySettings) -> web.Application:
     metrics = GatewayMetrics(core)
     proxy = Proxy(core, settings, metrics)
     app[CORE], app[PROXY], app[METRICS], app[SETTINGS] = core, proxy, metrics, settings
+    app[TRACER] = _tracer(settings)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", list_models)
@@ -59,12 +66,29 @@ def build_app(core: RequestPath, settings: GatewaySettings) -> web.Application:
     return app
 
 
+def _tracer(settings: GatewaySettings) -> GatewayTracer | None:
+    """Return the tracer when tracing is wanted; the SDK is imported only then."""
+    if not tracing_wanted(settings, os.environ):
+        return None
+    try:
+        from trafficmgr.gateway.tracing import GatewayTracer  # optional extra: [otel]
+    except ImportError as exc:
+        raise RuntimeError(
+            f"tracing is on but OpenTelemetry is not installed ({exc}): "
+            "pip install 'trafficmgr[otel]', or unset OTEL_TRACES_EXPORTER / --otlp-endpoint"
+        ) from None
+    return GatewayTracer(settings)
+
+
 async def _start(app: web.Application) -> None:
     await app[PROXY].start()
 
 
 async def _stop(app: web.Application) -> None:
     await app[PROXY].close()
+    tracer = app[TRACER]
+    if tracer is not None:  # export what is buffered (blocking HTTP: off the loop)
+        await asyncio.get_running_loop().run_in_executor(None, tracer.close)
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -77,6 +101,22 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
 async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
     started = time.perf_counter()
+    tracer = request.app[TRACER]
+    if tracer is None:
+        return await _handle(request, chat, started, None)
+    trace = tracer.begin(request.headers, request.method, request.path, started)
+    try:
+        answer = await _handle(request, chat, started, trace)
+    except BaseException:  # the client went away (handler cancelled)
+        trace.finish(499, {}, cancelled=True)
+        raise
+    trace.finish(answer.status, answer.headers)
+    return answer
+
+
+async def _handle(
+    request: web.Request, chat: bool, started: float, trace: RequestTrace | None
+) -> web.StreamResponse:
     app = request.app
     core, settings = app[CORE], app[SETTINGS]
     given = request.headers.get("x-request-id")
@@ -84,24 +124,30 @@ async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
     headers = {"x-request-id": rid}
     refused = await _authenticate(request, core, headers)
     if isinstance(refused, web.Response):
-        return _rejected(app, refused, "unauthorized")
+        return _rejected(app, refused, "unauthorized", trace)
     length = request.content_length
     if length is not None and length > settings.max_body_bytes:
-        return _rejected(app, _too_large(settings, headers), "too_large")
+        return _rejected(app, _too_large(settings, headers), "too_large", trace)
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        return _rejected(app, _too_large(settings, headers), "too_large")
+        return _rejected(app, _too_large(settings, headers), "too_large", trace)
     try:
         body = parse_body(raw, chat)
     except BodyError as exc:
         response = error_response(400, exc.code, exc.message, param=exc.param, headers=headers)
-        return _rejected(app, response, exc.code)
+        return _rejected(app, response, exc.code, trace)
     info = _request_info(request, body, refused, rid, settings.trusted_proxies)
-    result = await core.admit(info)
+    if trace is None:
+        result = await core.admit(info)
+    else:
+        trace.request(body.model, body.max_tokens, info.client_ip, rid)
+        began = time.perf_counter()
+        result = await core.admit(info)
+        trace.admitted(result, began, time.perf_counter())
     if isinstance(result, Refusal):
         headers["x-trafficmgr-reason"] = header_text(result.message)
-        return _rejected(app, refusal_response(result, headers), result.code)
+        return _rejected(app, refusal_response(result, headers), result.code, trace)
     app[METRICS].routing.observe(result.routing_s)
     if result.model != body.model:
         raw = with_model(body.doc, result.model)
@@ -114,6 +160,7 @@ async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
         started,
         rid,
         body.model,
+        trace,
     )
     answer = await app[PROXY].forward(exchange)
     if settings.access_log:
@@ -167,8 +214,12 @@ def _too_large(settings: GatewaySettings, headers: dict[str, str]) -> web.Respon
     )
 
 
-def _rejected(app: web.Application, response: web.Response, reason: str) -> web.Response:
+def _rejected(
+    app: web.Application, response: web.Response, reason: str, trace: RequestTrace | None
+) -> web.Response:
     app[METRICS].rejected(reason)
+    if trace is not None:
+        trace.error = reason
     return response
 
 

@@ -1,18 +1,26 @@
 """The gateway's Prometheus metrics, on a registry of its own.
 
-Counters and histograms are observed on the request path through children cached per label
-set (``labels()`` costs more than the observation). Figures the core already keeps (in
-flight per endpoint, queue depth per priority, ejections, rejects) are read at scrape time
-instead of being mirrored on every request.
+The figures every request touches (answers per model, endpoint and code; TTFT, end-to-end
+and routing time) are plain counts kept by the event loop that serves the requests, and
+turned into Prometheus families when scraped (``_Answers``): a ``prometheus_client``
+histogram takes a lock per bucket and per sum, several microseconds a request, while a
+count here is a list increment. The scrape runs on the same loop, so no lock is needed.
+The text is the same as the library's (``_total``, ``_bucket``/``_count``/``_sum``,
+``_created``). Rarer figures (retries, rejects) stay library counters; figures the core
+already keeps (in flight per endpoint, queue depth per priority, ejections) are read at
+scrape time instead of being mirrored on every request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+import time
+from collections.abc import Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from trafficmgr.requestpath import RequestPath
 from trafficmgr.routing.types import Priority
@@ -51,32 +59,78 @@ class _CoreCollector(Collector):
         yield ejected
 
 
+class Histo:
+    """One label set's histogram: counts per bucket (not cumulative), sum, creation time."""
+
+    __slots__ = ("bounds", "counts", "created", "les", "total")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = bounds
+        self.les = [floatToGoString(b) for b in (*bounds, float("inf"))]  # type: ignore[no-untyped-call]
+        self.counts = [0] * (len(bounds) + 1)  # the last: above every bound (+Inf)
+        self.total = 0.0
+        self.created = time.time()
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def add_to(self, family: HistogramMetricFamily, names: list[str], labels: list[str]) -> None:
+        buckets, running = [], 0
+        for le, count in zip(self.les, self.counts, strict=True):
+            running += count
+            buckets.append((le, float(running)))
+        family.add_metric(labels, buckets, self.total)
+        family.add_sample(
+            family.name + "_created", dict(zip(names, labels, strict=True)), self.created
+        )
+
+
+class _Answers(Collector):
+    """Answers, TTFT, end-to-end and routing time, kept as plain counts (module doc)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str], list[float]] = {}  # key -> [count, created]
+        self.latencies: dict[tuple[str, str], tuple[Histo, Histo]] = {}
+        self.routing = Histo(ROUTING_BUCKETS)
+
+    def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
+        requests = CounterMetricFamily(
+            "trafficmgr_gateway_requests", "Requests answered", labels=["model", "endpoint", "code"]
+        )
+        for key, (count, created) in sorted(self.counts.items()):
+            requests.add_metric(list(key), count, created=created)
+        yield requests
+        ttft = HistogramMetricFamily(
+            "trafficmgr_gateway_ttft_seconds",
+            "Time to first token (first byte for non-streaming) from the gateway",
+            labels=["model", "endpoint"],
+        )
+        e2e = HistogramMetricFamily(
+            "trafficmgr_gateway_request_seconds",
+            "End-to-end request time at the gateway",
+            labels=["model", "endpoint"],
+        )
+        for pair, (first, whole) in sorted(self.latencies.items()):
+            first.add_to(ttft, ["model", "endpoint"], list(pair))
+            whole.add_to(e2e, ["model", "endpoint"], list(pair))
+        yield ttft
+        yield e2e
+        routing = HistogramMetricFamily(
+            "trafficmgr_gateway_routing_seconds", "Time to decide a request's route"
+        )
+        self.routing.add_to(routing, [], [])
+        yield routing
+
+
 class GatewayMetrics:
     """Requests, latencies, retries, rejects and routing time."""
 
     def __init__(self, core: RequestPath) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter(
-            "trafficmgr_gateway_requests",
-            "Requests answered",
-            ["model", "endpoint", "code"],
-            registry=r,
-        )
-        self.ttft = Histogram(
-            "trafficmgr_gateway_ttft_seconds",
-            "Time to first token (first byte for non-streaming) from the gateway",
-            ["model", "endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.e2e = Histogram(
-            "trafficmgr_gateway_request_seconds",
-            "End-to-end request time at the gateway",
-            ["model", "endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
+        self._answers = _Answers()
+        r.register(self._answers)
         self.retries = Counter(
             "trafficmgr_gateway_retries",
             "Attempts retried on another endpoint",
@@ -86,30 +140,25 @@ class GatewayMetrics:
         self.rejects = Counter(
             "trafficmgr_gateway_rejects", "Requests refused, by reason", ["reason"], registry=r
         )
-        self.routing = Histogram(
-            "trafficmgr_gateway_routing_seconds",
-            "Time to decide a request's route",
-            buckets=ROUTING_BUCKETS,
-            registry=r,
-        )
         r.register(_CoreCollector(core))
-        self._counters: dict[tuple[str, str, str], Counter] = {}
-        self._latencies: dict[tuple[str, str], tuple[Histogram, Histogram]] = {}
+        self._counts = self._answers.counts
+        self._latencies = self._answers.latencies
+        self.routing = self._answers.routing
 
     def answered(
         self, model: str, endpoint: str, code: int, ttft: float | None, e2e: float
     ) -> None:
         """Count an answered request and observe its latencies."""
         key = (model, endpoint, str(code))
-        counter = self._counters.get(key)
-        if counter is None:
-            counter = self._counters[key] = self.requests.labels(*key)
-        counter.inc()
+        counted = self._counts.get(key)
+        if counted is None:
+            counted = self._counts[key] = [0.0, time.time()]
+        counted[0] += 1
         pair = self._latencies.get((model, endpoint))
         if pair is None:
             pair = self._latencies[(model, endpoint)] = (
-                self.ttft.labels(model, endpoint),
-                self.e2e.labels(model, endpoint),
+                Histo(LATENCY_BUCKETS),
+                Histo(LATENCY_BUCKETS),
             )
         if ttft is not None:
             pair[0].observe(ttft)

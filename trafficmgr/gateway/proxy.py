@@ -17,15 +17,16 @@ the upstream response is closed, which makes the server abort the generation.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 import msgspec
 from aiohttp import web
 from yarl import URL
 
+from trafficmgr.gateway.deadline import Deadline
 from trafficmgr.gateway.errors import error_response
 from trafficmgr.gateway.metrics import GatewayMetrics
 from trafficmgr.gateway.settings import GatewaySettings
@@ -38,6 +39,9 @@ from trafficmgr.gateway.sse import (
 )
 from trafficmgr.requestpath import Outcome, Plan, RequestPath, Target, Usage
 from trafficmgr.requestpath.budget import RetryBudget
+
+if TYPE_CHECKING:
+    from trafficmgr.gateway.tracing import RequestTrace
 
 OK = Outcome.OK
 CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
@@ -64,6 +68,7 @@ class Exchange:
     started: float  # perf_counter at arrival
     request_id: str
     requested_model: str
+    trace: RequestTrace | None = None  # None: tracing off
 
 
 class Proxy:
@@ -90,6 +95,7 @@ class Proxy:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=s.connect_timeout_s),
             auto_decompress=False,
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            cookie_jar=aiohttp.DummyCookieJar(),  # one endpoint's cookies are no client's
         )
 
     async def close(self) -> None:
@@ -128,6 +134,8 @@ class Proxy:
                 return result
             last = result
             self.core.attempt_failed(ex.plan.handle, result.outcome)
+            if ex.trace is not None:
+                ex.trace.attempt_failed(target, result.outcome, result.message)
         return self._exhausted(ex, last)
 
     async def _attempt(self, ex: Exchange, target: Target) -> web.StreamResponse | Failure:
@@ -135,12 +143,13 @@ class Proxy:
         assert self._session is not None
         s = self.settings
         headers = {**self._upstream_headers, "X-Request-Id": ex.request_id}
+        if ex.trace is not None:
+            ex.trace.attempt(target, ex.plan.model, headers)
         sent = time.perf_counter()
         wait = s.first_byte_timeout_s if ex.stream else s.request_timeout_s
         resp: aiohttp.ClientResponse | None = None
-        relay = SseRelay()
         try:
-            async with asyncio.timeout(wait):
+            async with Deadline(wait):
                 resp = await self._session.post(
                     self._url(target.address, ex.path), data=ex.body, headers=headers
                 )
@@ -151,6 +160,7 @@ class Proxy:
                     return await self._passed_back(ex, target, resp, sent)
                 if not ex.stream:
                     return await self._whole(ex, target, resp, sent)
+                relay = SseRelay()
                 first, tokens = await self._first_event(resp, relay)
         except TimeoutError:
             _close(resp)
@@ -212,7 +222,7 @@ class Proxy:
         """Hand an upstream 4xx back to the client unchanged (the request's fault)."""
         body = await resp.read()
         self.core.finished(ex.plan.handle, None, Outcome.CLIENT_ERROR)
-        self._answered(ex, target, resp.status, None)
+        self._answered(ex, target, resp.status, None, None, Outcome.CLIENT_ERROR)
         return web.Response(
             status=resp.status,
             body=body,
@@ -231,7 +241,7 @@ class Proxy:
         except msgspec.DecodeError:
             return Failure(Outcome.BROKEN, f"{target.name}: a response that is not JSON")
         self.core.finished(ex.plan.handle, usage, Outcome.OK)
-        self._answered(ex, target, 200, time.perf_counter() - ex.started)
+        self._answered(ex, target, 200, time.perf_counter() - ex.started, usage, OK)
         return web.Response(
             body=body,
             headers={**self._headers(ex, target, sent), "Content-Type": "application/json"},
@@ -259,6 +269,8 @@ class Proxy:
             await out.write(first)
         except CLIENT_GONE:
             self.core.finished(ex.plan.handle, None, Outcome.CANCELLED)
+            if ex.trace is not None:
+                ex.trace.answered(200, None, Outcome.CANCELLED, ttft)
             return out
         outcome, why = await self._relay(ex, resp, relay, out)
         if relay.done and outcome is not Outcome.CANCELLED:
@@ -272,7 +284,7 @@ class Proxy:
                 outcome = Outcome.CANCELLED
         usage = relay.usage() or Usage(0, relay.tokens)  # prompt tokens: the core's count
         self.core.finished(ex.plan.handle, usage, outcome)
-        self._answered(ex, target, 200, ttft)
+        self._answered(ex, target, 200, ttft, usage, outcome)
         if outcome is not Outcome.CANCELLED:
             await out.write_eof()
         return out
@@ -282,10 +294,9 @@ class Proxy:
     ) -> tuple[Outcome, str]:
         """Forward the rest of the stream; return how it ended."""
         idle = self.settings.idle_timeout_s
-        loop = asyncio.get_running_loop()
         handle, progress = ex.plan.handle, self.core.progress
         try:
-            async with asyncio.timeout_at(loop.time() + idle) as deadline:
+            async with Deadline(idle) as deadline:
                 while True:
                     chunk = await resp.content.readany()
                     if not chunk:
@@ -299,7 +310,7 @@ class Proxy:
                         self.core.finished(handle, usage, _ended(relay))
                     if data:
                         await out.write(data)
-                    deadline.reschedule(loop.time() + idle)
+                    deadline.touch()
         except TimeoutError:
             return Outcome.STALLED, f"no data for {idle:g} s"
         except BrokenStream as exc:
@@ -317,6 +328,8 @@ class Proxy:
     def _exhausted(self, ex: Exchange, last: Failure | None) -> web.Response:
         """Answer when every attempt failed before the first byte."""
         headers = {"x-request-id": ex.request_id, "x-trafficmgr-region": ex.plan.region}
+        if ex.trace is not None:
+            ex.trace.error = f"upstream_{last.outcome.value}" if last else "retry_budget"
         if last is None:
             self.metrics.rejected("retry_budget")
             return error_response(503, "retry_budget", "retry budget spent", headers=headers)
@@ -337,9 +350,19 @@ class Proxy:
             status, code, f"no endpoint answered; last: {last.message}", headers=headers
         )
 
-    def _answered(self, ex: Exchange, target: Target, code: int, ttft: float | None) -> None:
+    def _answered(
+        self,
+        ex: Exchange,
+        target: Target,
+        code: int,
+        ttft: float | None,
+        usage: Usage | None,
+        outcome: Outcome,
+    ) -> None:
         e2e = time.perf_counter() - ex.started
         self.metrics.answered(ex.requested_model, target.name, code, ttft, e2e)
+        if ex.trace is not None:
+            ex.trace.answered(code, usage, outcome, ttft)
 
 
 def _ended(relay: SseRelay) -> Outcome:
@@ -354,5 +377,7 @@ def _close(resp: aiohttp.ClientResponse | None) -> None:
 
 def header_text(text: str, limit: int = 512) -> str:
     """Return ``text`` as a safe header value: ASCII, one line, at most ``limit`` chars."""
+    if text.isascii() and text.isprintable():  # the usual case: nothing to replace
+        return text[:limit]
     clean = text.encode("ascii", "replace").decode().replace("\r", " ").replace("\n", " ")
     return clean[:limit]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -33,3 +33,42 @@ class GatewaySettings:
     keepalive_s: float = 60.0
     access_log: bool = False
     shutdown_timeout_s: float = 30.0  # in-flight requests finish (drain) before exit
+    # OpenTelemetry spans over OTLP/HTTP; None: the standard OTEL_* variables decide
+    tracing: bool | None = None
+    otlp_endpoint: str | None = None  # the collector's base URL, else OTEL_EXPORTER_OTLP_*
+
+
+def tracing_wanted(settings: GatewaySettings, environ: Mapping[str, str]) -> bool:
+    """Tell whether to trace: the setting when given, else the standard OTEL_* variables.
+
+    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none`` turn it off; ``otlp`` in
+    ``OTEL_TRACES_EXPORTER``, or an OTLP endpoint variable, turn it on; raise ValueError,
+    naming the variable, for an exporter or protocol the gateway does not speak."""
+    if settings.tracing is not None:
+        return settings.tracing
+    if settings.otlp_endpoint is not None:
+        return True
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", ""
+    )
+    exporters = {e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "").split(",")}
+    exporters.discard("")
+    if exporters:
+        if exporters == {"none"}:
+            return False
+        if exporters != {"otlp"}:
+            raise ValueError(
+                f"OTEL_TRACES_EXPORTER: the gateway exports over otlp only, got {sorted(exporters)}"
+            )
+    elif not (
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    ):
+        return False
+    if protocol.strip() not in ("", "http/protobuf"):
+        raise ValueError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL: the gateway exports http/protobuf only, got {protocol!r}"
+        )
+    return True

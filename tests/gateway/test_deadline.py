@@ -1,0 +1,72 @@
+"""``Deadline`` behaves as a rescheduled ``asyncio.timeout``: it fires ``idle`` after the last
+touch, turns its own cancellation into TimeoutError, and leaves anyone else's alone."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import uvloop
+
+from trafficmgr.gateway.deadline import Deadline
+
+
+def run(coro_fn):  # type: ignore[no-untyped-def]
+    return uvloop.run(coro_fn())
+
+
+def test_it_fires_after_the_idle_time_without_a_touch() -> None:
+    async def main() -> float:
+        began = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with Deadline(0.1):
+                await asyncio.sleep(5)
+        return time.monotonic() - began
+
+    assert 0.09 <= run(main) < 1.0
+
+
+def test_touches_move_the_deadline() -> None:
+    async def main() -> tuple[float, int]:
+        began, ticks = time.monotonic(), 0
+        with pytest.raises(TimeoutError):
+            async with Deadline(0.1) as deadline:
+                for _ in range(6):  # 0.3 s of activity, each gap under the idle time
+                    await asyncio.sleep(0.05)
+                    deadline.touch()
+                    ticks += 1
+                await asyncio.sleep(5)  # then silence
+        return time.monotonic() - began, ticks
+
+    elapsed, ticks = run(main)
+    assert ticks == 6
+    assert 0.39 <= elapsed < 1.5  # the last touch (0.3 s) plus the idle time
+
+
+def test_a_block_that_ends_in_time_is_untouched() -> None:
+    async def main() -> str:
+        async with Deadline(0.2):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # the timer is gone: nothing cancels this
+        return "done"
+
+    assert run(main) == "done"
+
+
+def test_someone_elses_cancellation_stays_a_cancellation() -> None:
+    async def inner() -> None:
+        async with Deadline(5):
+            await asyncio.sleep(5)
+
+    async def main() -> bool:
+        task = asyncio.ensure_future(inner())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert run(main)
