@@ -82,3 +82,24 @@ def loop_hold_max_s() -> float:
     if not 0 <= value < float("inf"):
         raise ValueError(f"TRAFFICMGR_LOOP_HOLD_MAX_S={raw!r}: give 0 (no cap) or more seconds")
     return value
+
+
+# The hot state's default timeout (``hotstate_timeout_s``), also used where no settings are read.
+HOTSTATE_TIMEOUT_DEFAULT_S = 1.0
+
+
+def hotstate_timeout_s() -> float:
+    """Seconds the hot state's Redis client waits to connect or for a reply on request paths
+    (``TRAFFICMGR_HOTSTATE_TIMEOUT_S``, default 1); see ``regions.hotstate.redis_client``."""
+    raw = _conf().get("HOTSTATE_TIMEOUT_S")
+    if raw is None or raw == "":
+        raw = os.environ.get("TRAFFICMGR_HOTSTATE_TIMEOUT_S") or HOTSTATE_TIMEOUT_DEFAULT_S
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"TRAFFICMGR_HOTSTATE_TIMEOUT_S={raw!r} is not a number of seconds"
+        ) from None
+    if not 0 < value <= 60:
+        raise ValueError(f"TRAFFICMGR_HOTSTATE_TIMEOUT_S={raw!r}: give more than 0, at most 60 s")
+    return value

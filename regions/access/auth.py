@@ -199,7 +199,8 @@ class TokenCache:
         try:
             store = hotstate.get()
             version = (store.config_version(), store.token_version())
-        except Exception:  # the hot state is away: what is held stays as it is
+        except Exception:  # the hot state is away: what is held stays as it is (a partition
+            # costs one timeout, then the store's breaker refuses at once: no wait per request)
             return self._version
         if version != self._version:
             with self._lock:

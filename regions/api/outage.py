@@ -8,7 +8,9 @@ do without the store keep working (fail static): the rate limit is not enforced 
 cache (``throttling``), and the token cache and hot state keep what they hold.
 
 Kept apart from ``errors`` so that modules DRF loads from its settings (the throttle) can use
-it without importing DRF's views.
+it without importing DRF's views. A partitioned hot state raises a timeout once, then its
+breaker's ``HotStateAway`` (a ``ConnectionError``) at once for a spell
+(``regions.hotstate.redis_client``): both are outages here.
 """
 
 from __future__ import annotations

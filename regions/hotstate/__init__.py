@@ -12,6 +12,7 @@ import threading
 
 from django.conf import settings
 
+from regions import conf
 from regions.hotstate import impairment
 from regions.hotstate.memory import MemoryHotState
 from regions.hotstate.protocols import (
@@ -76,7 +77,7 @@ def get() -> HotState:
                 if url:
                     from regions.hotstate.redis_store import RedisHotState
 
-                    _store = RedisHotState(url)
+                    _store = RedisHotState(url, timeout_s=conf.hotstate_timeout_s())
                 else:
                     _store = MemoryHotState()
     return _store

@@ -4,8 +4,9 @@ What a Redis restart must not cost: counters summed here are kept until Redis to
 (a flush that fails keeps them pending), and this process's spells of failing to reach
 Redis are handed over once it answers again (``regions.hotstate.impairment``). The store is
 one class assembled from its concerns: heartbeats (``redis_heartbeats``), the tick lease
-with its fencing token (``redis_tick``), and here the connection, the loop state, the table,
-the drill mailbox, the completion streams, versions and counters.
+with its fencing token (``redis_tick``), and here the loop state, the table, the drill
+mailbox, the completion streams, versions and counters. Its two connections (short timeouts
+for request paths, longer replies for the loop's writes, one breaker) are ``redis_client``'s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 import msgspec
 from redis.exceptions import RedisError
 
-from regions.hotstate import scripts
+from regions.conf import HOTSTATE_TIMEOUT_DEFAULT_S
+from regions.hotstate import redis_client, scripts
 from regions.hotstate.redis_heartbeats import RedisHeartbeats
 from regions.hotstate.redis_tick import RedisTickLease
 from trafficmgr.contracts import (
@@ -59,16 +61,22 @@ def _loads(raw: str | bytes) -> Any:
 class RedisHotState(RedisHeartbeats, RedisTickLease):
     """The shared store of the distributed mode."""
 
-    def __init__(self, url: str, prefix: str = PREFIX) -> None:
-        import redis
-
-        self.redis = redis.Redis.from_url(url, socket_timeout=5, decode_responses=True)
+    def __init__(
+        self, url: str, prefix: str = PREFIX, timeout_s: float = HOTSTATE_TIMEOUT_DEFAULT_S
+    ) -> None:
+        # One breaker, two clients: request paths give up after ``timeout_s``, the loop's
+        # writes wait longer for Redis to answer (``redis_client``).
+        self.breaker = redis_client.ProbingBreaker(redis_client.RETRY_S, probe_s=timeout_s)
+        self.redis = redis_client.connect(url, timeout_s, timeout_s, self.breaker)
+        self.loop_redis = redis_client.connect(
+            url, timeout_s, max(timeout_s, redis_client.LOOP_READ_TIMEOUT_S), self.breaker
+        )
         self.prefix = prefix
         self._put = self.redis.register_script(scripts.PUT_HEARTBEAT_LUA)
-        self._release = self.redis.register_script(scripts.RELEASE_LUA)
-        self._acquire = self.redis.register_script(scripts.ACQUIRE_LUA)
-        self._renew = self.redis.register_script(scripts.RENEW_LUA)
-        self._save_tick = self.redis.register_script(scripts.SAVE_TICK_LUA)
+        self._release = self.loop_redis.register_script(scripts.RELEASE_LUA)
+        self._acquire = self.loop_redis.register_script(scripts.ACQUIRE_LUA)
+        self._renew = self.loop_redis.register_script(scripts.RENEW_LUA)
+        self._save_tick = self.loop_redis.register_script(scripts.SAVE_TICK_LUA)
         self._cached_table: RoutingTable | None = None
         self._table_checked = 0.0
         # Heartbeats decoded before, by endpoint: (stored JSON, heartbeat); reused while the
@@ -88,9 +96,9 @@ class RedisHotState(RedisHeartbeats, RedisTickLease):
         return f"{self.prefix}:{name}"
 
     def reset(self) -> None:
-        keys = list(self.redis.scan_iter(match=f"{self.prefix}:*", count=1000))
+        keys = list(self.loop_redis.scan_iter(match=f"{self.prefix}:*", count=1000))
         if keys:
-            self.redis.delete(*keys)
+            self.loop_redis.delete(*keys)
         self._cached_table = None
         self._beats, self._lean_beats = {}, {}
         self._evaluation = None
@@ -107,7 +115,7 @@ class RedisHotState(RedisHeartbeats, RedisTickLease):
 
     def set_machines(self, machines: Mapping[str, RegionMachine]) -> None:
         doc = {name: machine_to_doc(m) for name, m in machines.items()}
-        self.redis.set(self.key("machines"), json_bytes(doc))
+        self.loop_redis.set(self.key("machines"), json_bytes(doc))
 
     def evaluation(self) -> dict[str, Any]:
         """Return the last evaluation; parsed again only when a tick stored a new one."""
@@ -126,7 +134,7 @@ class RedisHotState(RedisHeartbeats, RedisTickLease):
     def set_evaluation(self, doc: Mapping[str, Any]) -> None:
         """Store the evaluation (a JSON-shaped document) and a new stamp in one MULTI."""
         stamp = uuid.uuid4().hex
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = self.loop_redis.pipeline(transaction=True)
         pipe.set(self.key("evaluation"), json_bytes(doc))
         pipe.set(self.key("evaluation:stamp"), stamp)
         pipe.execute()
@@ -160,7 +168,7 @@ class RedisHotState(RedisHeartbeats, RedisTickLease):
         """Store and announce the table; ``text`` is its JSON when the caller has it already."""
         if text is None:
             text = json_bytes(doc if doc is not None else table_to_json(table))
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = self.loop_redis.pipeline(transaction=True)
         pipe.set(self.key("table"), text)
         pipe.set(self.key("table:version"), table.version)
         pipe.publish(self.key(TABLE_CHANNEL_SUFFIX), text)
