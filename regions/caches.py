@@ -11,6 +11,7 @@ from __future__ import annotations
 from regions import hotstate
 from regions.access import auth
 from regions.api.loop_views import LoopRateThrottle
+from regions.api.throttling import cache_away
 from regions.decisions import route
 from regions.fleet import snapshot
 from regions.hotstate import HotState, impairment
@@ -25,5 +26,6 @@ def reset_process_state(store: HotState | None = None) -> None:
     history.forget()
     auth.cache.clear()
     impairment.database.succeeded()
+    cache_away.succeeded()
     impairment.forget()
     LoopRateThrottle._windows.clear()

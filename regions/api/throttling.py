@@ -9,6 +9,10 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from regions.api.outage import is_outage, note_outage
+from regions.hotstate.impairment import Breaker
+
+# This process's view of the rate limit's cache (shared by every request of the process).
+cache_away = Breaker(2.0)
 
 
 class TokenRateThrottle(SimpleRateThrottle):
@@ -17,19 +21,26 @@ class TokenRateThrottle(SimpleRateThrottle):
     The counts live in the cache (Redis when configured). When it cannot be reached the
     limit is not enforced (fail open, as Envoy's rate limit filter does by default): a cache
     outage must not turn into an outage of the configuration API, which needs only the
-    database.
+    database. After a failure the cache is not asked for ``cache_away.retry_s``: a partitioned
+    cache (a peer that never answers) costs the process one timeout per spell, not one per
+    request.
     """
 
     scope = "token"
 
     def allow_request(self, request: Request, view: Any) -> bool:
+        if cache_away.open:
+            return True
         try:
-            return super().allow_request(request, view)
+            allowed = super().allow_request(request, view)
         except Exception as exc:
             if not is_outage(exc):
                 raise
+            cache_away.failed()
             note_outage(exc, request.path)
             return True
+        cache_away.succeeded()
+        return allowed
 
     def get_rate(self) -> str | None:
         # Read at request time (DRF reads it at import), so a settings override applies.

@@ -78,12 +78,15 @@ def partition(
     built = runpy.run_path(str(Path(trafficmgr.settings.__file__)))
     assert built["CACHES"]["default"]["BACKEND"].endswith("RedisCache")
     before = settings.CACHES
+    from regions.api.throttling import cache_away
 
     def cut() -> None:
         settings.CACHES = built["CACHES"]
 
+    cache_away.succeeded()  # the rate limit's breaker is process-wide: start closed
     yield cut
     settings.CACHES = before  # before the API fixtures' teardown clears the cache
+    cache_away.succeeded()
 
 
 def timed(call: Any) -> tuple[Any, float]:
@@ -120,3 +123,16 @@ def test_a_request_that_can_do_without_the_cache_still_answers(
     assert blackhole.accepted, "the rate limit never asked the cache"
     assert reply.status_code == 200, reply.content
     assert took < FAST_S, f"took {took:.1f} s"
+
+
+def test_the_rate_limit_asks_a_partitioned_cache_once_per_spell(
+    partition: Callable[[], None], blackhole: Blackhole, viewer_client: Any
+) -> None:
+    assert viewer_client.get("/api/v1/regions/").status_code == 200  # warm
+    partition()
+    replies = [timed(lambda: viewer_client.get("/api/v1/regions/")) for _ in range(5)]
+    assert all(reply.status_code == 200 for reply, _ in replies), replies
+    first, rest = replies[0][1], [took for _, took in replies[1:]]
+    assert first >= 0.5, f"the first request did not wait for the cache ({first:.2f} s)"
+    # Inside the spell the limit fails open at once instead of each request timing out.
+    assert max(rest) < 0.5, f"later requests still waited: {[round(t, 2) for t in rest]}"
