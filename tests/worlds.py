@@ -12,6 +12,8 @@ stay few and what each is for stays written down. Every text is a fleet file
 - ``DRILL`` and ``CLUSTER``: fast-ramping fleets for drills and the distributed topology.
 - ``FAST_FAILOVER``: half-second heartbeats, for pages that must show a region go down soon.
 - ``SIM_LAB``: round-figure GPU profiles, for the simulated inference server's timings.
+- ``GATEWAY``: the request path's world on loopback; ``SIM`` and ``ONE_ENDPOINT``: the
+  simulator's; ``EEA_SETS``: residency by a named country set.
 """
 
 from __future__ import annotations
@@ -268,3 +270,118 @@ regions:
 are easy to predict (prefill 1,000 tokens/s, decode 100 tokens/s, 8 slots). ``slow-1``
 serves ``m-small`` and ``m-big`` on one T1; ``fast-1`` serves ``m-small`` on one H100. Both
 have non-loopback addresses, so with base port 0 they listen on free ports of 127.0.0.1."""
+
+GATEWAY = """\
+zone: infer.example.test
+ttl: 10
+gpu_profiles:
+  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 24000, max_concurrency: 64}
+regions:
+  - name: eu-west
+    country: IE
+    location: {lat: 53.35, lon: -6.26}
+    addresses: [192.0.2.10]
+    priority: 1
+    endpoints:
+      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 1, models: [m1, m2]}
+      - {name: euw-2, address: "10.1.0.12:8000", gpu: H100, gpus: 1, models: [m1]}
+  - name: eu-central
+    country: DE
+    location: {lat: 50.11, lon: 8.68}
+    addresses: [192.0.2.20]
+    priority: 2
+    endpoints:
+      - {name: euc-1, address: "10.2.0.11:8000", gpu: H100, gpus: 1, models: [m1]}
+  - name: us-east
+    country: US
+    location: {lat: 39.04, lon: -77.49}
+    addresses: [198.51.100.10]
+    priority: 1
+    endpoints:
+      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 1, models: [m1, m2]}
+      - {name: use-2, address: "10.3.0.12:8000", gpu: H100, gpus: 1, models: [m1]}
+residency:
+  - {name: gdpr, clients: {continents: [EU]}, regions: [eu-west, eu-central], mode: strict}
+failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 0, all_down: fail_open}
+"""
+"""The request path's world, served on loopback by simulated servers: ``eu-west`` (two
+H100 endpoints, priority 1), ``eu-central`` (one, priority 2), ``us-east`` (two), a strict GDPR
+rule for EU clients and no slow start (tests/gateway, tests/regions/decisions)."""
+
+SIM = """\
+zone: infer.example.test
+ttl: 5
+gpu_profiles:
+  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
+  A100: {prefill_tokens_per_s: 6000, decode_tokens_per_s: 1300, max_concurrency: 48}
+  L4: {prefill_tokens_per_s: 1500, decode_tokens_per_s: 350, max_concurrency: 16}
+regions:
+  - name: eu-west
+    country: IE
+    location: {lat: 53.35, lon: -6.26}
+    addresses: [192.0.2.10]
+    endpoints:
+      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8, models: [big, small]}
+      - {name: euw-2, address: "10.1.0.12:8000", gpu: L4, gpus: 4, models: [small]}
+  - name: eu-central
+    country: DE
+    location: {lat: 50.11, lon: 8.68}
+    addresses: [192.0.2.20]
+    endpoints:
+      - {name: euc-1, address: "10.2.0.11:8000", gpu: A100, gpus: 8, models: [big, small]}
+  - name: us-east
+    country: US
+    location: {lat: 39.04, lon: -77.49}
+    addresses: [198.51.100.10]
+    endpoints:
+      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8, models: [big, small]}
+residency:
+  - {name: gdpr, clients: {continents: [EU]}, regions: [eu-west, eu-central], mode: strict}
+failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 10, hold_down_s: 2,
+           all_down: fail_open}
+clients:
+  - {country: DE, share: 0.5}
+  - {country: US, share: 0.5}
+"""
+"""The simulator's small world: ``eu-west`` (an H100 and an L4 endpoint) and ``eu-central`` (an
+A100), the only regions GDPR lets EU clients use; ``us-east`` (an H100) for the rest; DE and US
+clients half each; models ``big`` (not on the L4) and ``small``."""
+
+ONE_ENDPOINT = """\
+zone: t.test
+ttl: 5
+gpu_profiles:
+  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
+regions:
+  - name: us-east
+    country: US
+    location: {lat: 39.04, lon: -77.49}
+    addresses: [198.51.100.10]
+    endpoints:
+      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 2, models: [m]}
+clients:
+  - {country: US, share: 1}
+"""
+"""One H100 endpoint in one region with one client country: the simulator's latency arithmetic
+can be checked by hand."""
+
+EEA_SETS = """\
+zone: infer.example.test
+regions:
+  - name: eu-west
+    country: IE
+    location: {lat: 53.35, lon: -6.26}
+    addresses: [192.0.2.10]
+    endpoints:
+      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8, models: [m]}
+  - name: us-east
+    country: US
+    location: {lat: 39.04, lon: -77.49}
+    addresses: [198.51.100.10]
+    endpoints:
+      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8, models: [m]}
+residency:
+  - {name: gdpr, clients: {sets: [EEA], countries: [CH]}, regions: [eu-west], mode: strict}
+"""
+"""A strict rule naming a country set (``sets: [EEA], countries: [CH]``) over eu-west, with
+us-east for everyone else: residency by named sets."""

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from tests.worlds import GATEWAY
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.gateway import GatewaySettings, RunningGateway, start_gateway
 from trafficmgr.requestpath import (
@@ -30,39 +31,7 @@ EU_IP = "5.9.0.1"  # DE in the bundled GeoLite2 database
 US_IP = "8.8.8.8"
 EU_REGIONS = ("eu-west", "eu-central")
 
-WORLD = """\
-zone: infer.example.test
-ttl: 10
-gpu_profiles:
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 24000, max_concurrency: 64}
-regions:
-  - name: eu-west
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10]
-    priority: 1
-    endpoints:
-      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 1, models: [m1, m2]}
-      - {name: euw-2, address: "10.1.0.12:8000", gpu: H100, gpus: 1, models: [m1]}
-  - name: eu-central
-    country: DE
-    location: {lat: 50.11, lon: 8.68}
-    addresses: [192.0.2.20]
-    priority: 2
-    endpoints:
-      - {name: euc-1, address: "10.2.0.11:8000", gpu: H100, gpus: 1, models: [m1]}
-  - name: us-east
-    country: US
-    location: {lat: 39.04, lon: -77.49}
-    addresses: [198.51.100.10]
-    priority: 1
-    endpoints:
-      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 1, models: [m1, m2]}
-      - {name: use-2, address: "10.3.0.12:8000", gpu: H100, gpus: 1, models: [m1]}
-residency:
-  - {name: gdpr, clients: {continents: [EU]}, regions: [eu-west, eu-central], mode: strict}
-failover: {heartbeat_interval_s: 1, miss_threshold: 3, slow_start_s: 0, all_down: fail_open}
-"""
+WORLD = GATEWAY
 
 LOCATIONS = {EU_IP: country_location("DE"), US_IP: country_location("US")}
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.worlds import EEA_SETS
 from trafficmgr.fleetfile import FleetError, dump_fleet, load_fleet_text
 from trafficmgr.routing.countries import CONTINENT_OF, continent_of
 from trafficmgr.routing.countrysets import (
@@ -69,29 +70,9 @@ def test_a_rule_covers_the_union_of_countries_sets_and_continents() -> None:
     assert replace(rule, name="s").countries == rule.countries  # expanding twice changes nothing
 
 
-EEA_FLEET = """
-zone: infer.example.test
-regions:
-  - name: eu-west
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10]
-    endpoints:
-      - {name: euw-1, address: "10.1.0.11:8000", gpu: H100, gpus: 8, models: [m]}
-  - name: us-east
-    country: US
-    location: {lat: 39.04, lon: -77.49}
-    addresses: [198.51.100.10]
-    endpoints:
-      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 8, models: [m]}
-residency:
-  - {name: gdpr, clients: {sets: [EEA], countries: [CH]}, regions: [eu-west], mode: strict}
-"""
-
-
 @pytest.fixture
 def eea_fleet() -> Fleet:
-    return load_fleet_text(EEA_FLEET)
+    return load_fleet_text(EEA_SETS)
 
 
 @pytest.mark.parametrize("country", ["FR", "DE", "IS", "NO", "LI", "RE", "GF", "CH"])
@@ -138,7 +119,7 @@ def test_sets_round_trip_through_the_fleet_file(eea_fleet: Fleet) -> None:
 
 
 def test_an_unknown_set_is_an_error_naming_its_path() -> None:
-    text = EEA_FLEET.replace("sets: [EEA]", "sets: [EEA, EUROPE]")
+    text = EEA_SETS.replace("sets: [EEA]", "sets: [EEA, EUROPE]")
     with pytest.raises(FleetError) as info:
         load_fleet_text(text)
     (issue,) = info.value.issues
@@ -147,6 +128,6 @@ def test_an_unknown_set_is_an_error_naming_its_path() -> None:
 
 
 def test_a_rule_with_only_sets_is_valid_and_one_with_nothing_is_not() -> None:
-    assert load_fleet_text(EEA_FLEET.replace(", countries: [CH]", "")).residency[0].sets == {"EEA"}
+    assert load_fleet_text(EEA_SETS.replace(", countries: [CH]", "")).residency[0].sets == {"EEA"}
     with pytest.raises(FleetError, match=r"residency\[0\]\.clients: .*country sets"):
-        load_fleet_text(EEA_FLEET.replace("sets: [EEA], countries: [CH]", "sets: []"))
+        load_fleet_text(EEA_SETS.replace("sets: [EEA], countries: [CH]", "sets: []"))

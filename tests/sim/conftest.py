@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.sim.world import SIM_WORLD_YAML
+from tests.worlds import SIM as SIM_WORLD_YAML
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.routing.types import Fleet
 from trafficmgr.sim.traces import Trace, TraceRequest

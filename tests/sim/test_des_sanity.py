@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.worlds import ONE_ENDPOINT
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.routing.estimator import service_rates
 from trafficmgr.routing.geo import country_location, rtt_ms
@@ -16,22 +17,6 @@ from trafficmgr.sim.policies import make_policy
 from trafficmgr.sim.run import POLICIES, simulate
 from trafficmgr.sim.traces import Trace, TraceRequest
 from trafficmgr.sim.workload import build_workload
-
-ONE_ENDPOINT = """\
-zone: t.test
-ttl: 5
-gpu_profiles:
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
-regions:
-  - name: us-east
-    country: US
-    location: {lat: 39.04, lon: -77.49}
-    addresses: [198.51.100.10]
-    endpoints:
-      - {name: use-1, address: "10.3.0.11:8000", gpu: H100, gpus: 2, models: [m]}
-clients:
-  - {country: US, share: 1}
-"""
 
 
 def _run(

@@ -116,7 +116,7 @@ def test_the_document_says_which_view(sim_world: Fleet, steady_trace: Callable[.
 def test_the_command_line_takes_gateways_and_refuses_zero(
     tmp_path: Path, steady_trace: Callable[..., Trace]
 ) -> None:
-    from tests.sim.world import SIM_WORLD_YAML
+    from tests.worlds import SIM as SIM_WORLD_YAML
 
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(SIM_WORLD_YAML)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.world import SIM_WORLD_YAML
+from tests.worlds import SIM as SIM_WORLD_YAML
 from trafficmgr.sim.cli import run_cli
 
 POLICY_KEYS = {

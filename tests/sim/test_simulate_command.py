@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from regions.management.commands.simulate import Command
-from tests.sim.world import SIM_WORLD_YAML
+from tests.worlds import SIM as SIM_WORLD_YAML
 from trafficmgr.sim.cli import build_parser
 
 AZURE = Path(__file__).resolve().parents[2] / "examples" / "traces"
