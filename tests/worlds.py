@@ -13,7 +13,7 @@ stay few and what each is for stays written down. Every text is a fleet file
 - ``FAST_FAILOVER``: half-second heartbeats, for pages that must show a region go down soon.
 - ``SIM_LAB``: round-figure GPU profiles, for the simulated inference server's timings.
 - ``GATEWAY``: the request path's world on loopback; ``SIM`` and ``ONE_ENDPOINT``: the
-  simulator's; ``EEA_SETS``: residency by a named country set.
+  simulator's; ``EEA_SETS``: residency by a named country set; ``PAIR``: two twin endpoints.
 """
 
 from __future__ import annotations
@@ -385,3 +385,20 @@ residency:
 """
 """A strict rule naming a country set (``sets: [EEA], countries: [CH]``) over eu-west, with
 us-east for everyone else: residency by named sets."""
+
+PAIR = """\
+zone: infer.example.test
+ttl: 10
+gpu_profiles:
+  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
+regions:
+  - name: eu-west
+    country: IE
+    location: {lat: 53.35, lon: -6.26}
+    addresses: [192.0.2.10]
+    endpoints:
+      - {name: busy, address: "10.1.0.11:8000", gpu: H100, gpus: 8, models: [llama]}
+      - {name: calm, address: "10.1.0.12:8000", gpu: H100, gpus: 8, models: [llama]}
+"""
+"""Two identical 8-GPU H100 endpoints, ``busy`` and ``calm``, in one region: what the reported
+queue and KV cache alone do to a pick."""

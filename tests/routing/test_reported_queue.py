@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.routing.conftest import NOW, make_beat
+from tests.worlds import PAIR
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.routing.decision import build_loads
 from trafficmgr.routing.estimator import cost_terms, service_rates
@@ -21,20 +22,6 @@ from trafficmgr.routing.picker import STRATEGIES, EndpointLoad, make_picker
 from trafficmgr.routing.reported import peers, reported_work, with_own_flight
 from trafficmgr.routing.types import ClientLocation, Fleet, GpuProfile, RegionState, Request
 
-PAIR = """\
-zone: infer.example.test
-ttl: 10
-gpu_profiles:
-  H100: {prefill_tokens_per_s: 12000, decode_tokens_per_s: 2400, max_concurrency: 64}
-regions:
-  - name: eu-west
-    country: IE
-    location: {lat: 53.35, lon: -6.26}
-    addresses: [192.0.2.10]
-    endpoints:
-      - {name: busy, address: "10.1.0.11:8000", gpu: H100, gpus: 8, models: [llama]}
-      - {name: calm, address: "10.1.0.12:8000", gpu: H100, gpus: 8, models: [llama]}
-"""
 FULL_BATCH = 64 * 8
 H100 = GpuProfile("H100", 12000, 2400, 64)
 
