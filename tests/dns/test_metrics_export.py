@@ -6,7 +6,9 @@ and parse it with prometheus_client's own parser.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -204,3 +206,19 @@ def test_a_taken_metrics_port_stops_the_server_with_a_message(tmp_path: Path) ->
         args += ["--metrics", f"127.0.0.1:{busy}"]
         done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "cannot serve" in done.stderr
+
+
+def test_every_dns_series_the_shipped_dashboard_plots_is_exported(server: DnsServer) -> None:
+    """deploy/grafana-dashboard.json plots only DNS series a server's scrape carries."""
+    dashboard = json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())
+    wanted = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        for name in re.findall(r"trafficmgr_dns_[a-z0-9_]+", target["expr"])
+    }
+    ask(server, query(NAME, "A"), source="10.9.0.1")  # families by qtype/rcode need one answer
+    exported = set(samples(render([("0", snapshot(server))], now=time.time())).keys())
+    names = {name for name, _ in exported}
+    assert wanted, "the dashboard plots no DNS series"
+    assert not wanted - names, f"plotted but not exported: {sorted(wanted - names)}"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,3 +87,33 @@ def test_an_optional_bearer_token(settings: Any, db: None) -> None:
     assert scrape().status_code == 401
     assert scrape(HTTP_AUTHORIZATION="Bearer nope").status_code == 401
     assert scrape(HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
+def test_every_control_plane_series_the_shipped_dashboard_plots_is_exported(
+    feed: Any, viewer_client: Any, fresh_hot_state: Any
+) -> None:
+    """deploy/grafana-dashboard.json plots only series /metrics carries once the loop ran."""
+    from regions.loop.control import run_tick
+
+    now = time.time()
+    feed(now)
+    run_tick(now)
+    viewer_client.generic(
+        "POST",
+        f"{API}/route",
+        json.dumps(
+            {"model": "llama-3-8b", "client_ip": US_IP, "input_tokens": 10, "max_output_tokens": 10}
+        ).encode(),
+        content_type="application/json",
+    )
+    root = Path(__file__).resolve().parents[3]
+    dashboard = json.loads((root / "deploy" / "grafana-dashboard.json").read_text())
+    wanted = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        for name in re.findall(r"trafficmgr_(?!dns_)[a-z0-9_]+", target["expr"])
+    }
+    names = {name for name, _ in samples(scrape())}
+    assert wanted, "the dashboard plots no control-plane series"
+    assert not wanted - names, f"plotted but not exported: {sorted(wanted - names)}"
