@@ -10,6 +10,10 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# xds-protos (the EPP's Envoy API) ships an older copy of OpenTelemetry's protos in the very
+	# files opentelemetry-proto installs; whichever pip writes last wins. OpenTelemetry's go last.
+	$(BIN)/python -m pip install --quiet --force-reinstall --no-deps \
+	  "opentelemetry-proto==$$($(BIN)/python -c 'from importlib.metadata import version; print(version("opentelemetry-proto"))')"
 	touch $(STAMP)
 
 install: $(STAMP)

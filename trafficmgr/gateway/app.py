@@ -73,6 +73,12 @@ def _tracer(settings: GatewaySettings) -> GatewayTracer | None:
     try:
         from trafficmgr.gateway.tracing import GatewayTracer  # optional extra: [otel]
     except ImportError as exc:
+        if "opentelemetry.proto" in str(exc):  # installed, but its files overwritten
+            raise RuntimeError(
+                f"tracing is on but OpenTelemetry's protobuf modules are an older copy ({exc}): "
+                "xds-protos installs one in the same files; reinstall opentelemetry-proto last: "
+                "pip install --force-reinstall --no-deps opentelemetry-proto==<its version>"
+            ) from None
         raise RuntimeError(
             f"tracing is on but OpenTelemetry is not installed ({exc}): "
             "pip install 'trafficmgr[otel]', or unset OTEL_TRACES_EXPORTER / --otlp-endpoint"
