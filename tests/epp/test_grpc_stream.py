@@ -121,6 +121,39 @@ def test_stream_closed_after_the_pick_finishes_the_request_once(bench: Bench) ->
     assert record.finished == [(Outcome.CANCELLED, None)]
 
 
+def test_stream_closed_after_the_done_line_counts_as_answered(bench: Bench) -> None:
+    """A client that closes on ``data: [DONE]`` can have Envoy reset the stream before the
+    body's end reaches the EPP: the answer was whole, so the request is not cancelled."""
+    stream = Stream(bench)
+    try:
+        stream.send(
+            ProcessingRequest(request_headers=headers(), protocol_config=mode_config(bench))
+        )
+        body = json.dumps({**CHAT, "stream": True}).encode()
+        stream.send(ProcessingRequest(request_body=HttpBody(body=body, end_of_stream=True)))
+        status = [
+            HeaderValue(key=":status", raw_value=b"200"),
+            HeaderValue(key="content-type", raw_value=b"text/event-stream"),
+        ]
+        stream.send(
+            ProcessingRequest(
+                response_headers=HttpHeaders(headers=HeaderMap(headers=status), end_of_stream=False)
+            )
+        )
+        chunk = b'data: {"choices": [{"delta": {"content": "one two"}}]}\n\ndata: [DONE]\n\n'
+        stream.send(ProcessingRequest(response_body=HttpBody(body=chunk, end_of_stream=False)))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not (
+            bench.decision.records and bench.decision.records[0].tokens >= 2
+        ):
+            time.sleep(0.02)
+    finally:
+        stream.close()  # reset before the body's end_of_stream
+    assert bench.wait_idle() == 0
+    (record,) = bench.decision.records
+    assert record.finished[0][0] == Outcome.OK, record.finished
+
+
 def test_stream_closed_mid_body_decides_nothing(bench: Bench) -> None:
     stream = Stream(bench)
     try:

@@ -99,10 +99,14 @@ class Exchange:
         """End the request's accounting if the stream ends before the response did.
 
         The usual cause is the client going away (Envoy then resets the stream), which says
-        nothing about the endpoint: the request counts as cancelled.
+        nothing about the endpoint: the request counts as cancelled. A stream whose
+        ``data: [DONE]`` was already read is whole: a client that closes on it may have Envoy
+        reset the stream before it sends the body's end, and the request still counts as
+        answered.
         """
         if self._plan is not None and not self._finished:
-            self._outcome = Outcome.CANCELLED
+            if self._reader is None or not self._reader.complete:
+                self._outcome = Outcome.CANCELLED
             self._finish()
 
     # --- request ------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class ResponseReader:
         self.streaming = streaming
         self.usage: Usage | None = None
         self.tokens = 0
+        self.complete = False  # a stream's ``data: [DONE]`` was read: the answer is whole
         self._pending = b""
         self._overflow = False
         self._mid_word = False  # the text so far ends inside a word
@@ -87,7 +88,10 @@ class ResponseReader:
         if not line.startswith(b"data:"):
             return
         payload = line[5:].strip()
-        if not payload or payload == b"[DONE]":
+        if payload == b"[DONE]":
+            self.complete = True
+            return
+        if not payload:
             return
         try:
             data = json.loads(payload)
