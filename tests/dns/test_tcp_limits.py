@@ -96,9 +96,13 @@ def test_pipelined_queries_in_one_write_and_split_across_writes_are_all_answered
     server = start(quiet_config()).server
     names = [(NAME, "A"), (NAME, "AAAA"), (NAME, "TXT"), (ZONE, "SOA"), (f"api.{ZONE}", "A")]
     messages = [query(n, t) for n, t in names * 4]
+    for number, message in enumerate(messages, start=1):
+        message.id = number  # distinct ids: random ones collide now and then (16 bits)
     with connect(server) as sock:
         sock.sendall(b"".join(framed(m) for m in messages))  # twenty queries, one write
-        last = framed(query(ZONE, "NS"))
+        closing = query(ZONE, "NS")
+        closing.id = len(messages) + 1
+        last = framed(closing)
         sock.sendall(last[:7])  # and one split mid-message
         time.sleep(0.05)
         sock.sendall(last[7:])
