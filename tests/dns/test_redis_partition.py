@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.blackhole import Blackhole
 from tests.dns.test_redis_source import RedisProcess, publish, redis_server, wait_for
 from tests.dns.world import everywhere, quiet_config
 from trafficmgr.dns.metrics import Counters
@@ -27,35 +28,6 @@ from trafficmgr.dns.tables import TableStore
 from trafficmgr.routing.types import Fleet
 
 __all__ = ["redis_server"]  # the fixture, shared with test_redis_source.py
-
-
-class Blackhole:
-    """A TCP listener on 127.0.0.1 that accepts every connection and never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = int(self.sock.getsockname()[1])
-        self.accepted: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        for conn in self.accepted:
-            conn.close()
-        self._thread.join(5)
 
 
 async def run_for(source: RedisSource, seconds: float) -> None:

@@ -13,10 +13,7 @@ stays in process, so the cache alone is partitioned.
 
 from __future__ import annotations
 
-import contextlib
 import runpy
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,39 +22,11 @@ from typing import Any
 import pytest
 
 import trafficmgr.settings
+from tests.blackhole import Blackhole
 
 pytestmark = pytest.mark.django_db
 
 FAST_S = 3.0  # two cache reads of 1 s at most; redis-py's default would take 5 s each
-
-
-class Blackhole:
-    """A TCP listener on 127.0.0.1 that accepts every connection and never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = int(self.sock.getsockname()[1])
-        self.accepted: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # closed: the test is over
-                return
-            self.accepted.append(conn)  # held open, never read from, never written to
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (Linux)
-        self.sock.close()
-        for conn in self.accepted:
-            conn.close()
-        self._thread.join(5)
 
 
 @pytest.fixture

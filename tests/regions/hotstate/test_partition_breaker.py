@@ -21,7 +21,7 @@ from regions import conf, hotstate
 from regions.access.auth import TokenCache
 from regions.hotstate.redis_client import HotStateAway, ProbingBreaker
 from regions.hotstate.redis_store import RedisHotState
-from tests.regions.api.test_cache_partition import Blackhole
+from tests.blackhole import Blackhole
 
 TIMEOUT_S = 0.3
 

@@ -31,9 +31,8 @@ def samples(response: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], floa
     return out
 
 
-def test_figures_after_heartbeats_a_tick_and_a_decision(
-    feed: Any, viewer_client: Any, fresh_hot_state: Any
-) -> None:
+def run_loop_once(feed: Any, viewer_client: Any) -> None:
+    """Heartbeats from every endpoint, one tick and one decision: every series has a value."""
     from regions.loop.control import run_tick
 
     now = time.time()
@@ -47,6 +46,12 @@ def test_figures_after_heartbeats_a_tick_and_a_decision(
         ).encode(),
         content_type="application/json",
     )
+
+
+def test_figures_after_heartbeats_a_tick_and_a_decision(
+    feed: Any, viewer_client: Any, fresh_hot_state: Any
+) -> None:
+    run_loop_once(feed, viewer_client)
     response = scrape()
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
@@ -93,19 +98,7 @@ def test_every_control_plane_series_the_shipped_dashboard_plots_is_exported(
     feed: Any, viewer_client: Any, fresh_hot_state: Any
 ) -> None:
     """deploy/grafana-dashboard.json plots only series /metrics carries once the loop ran."""
-    from regions.loop.control import run_tick
-
-    now = time.time()
-    feed(now)
-    run_tick(now)
-    viewer_client.generic(
-        "POST",
-        f"{API}/route",
-        json.dumps(
-            {"model": "llama-3-8b", "client_ip": US_IP, "input_tokens": 10, "max_output_tokens": 10}
-        ).encode(),
-        content_type="application/json",
-    )
+    run_loop_once(feed, viewer_client)
     root = Path(__file__).resolve().parents[3]
     dashboard = json.loads((root / "deploy" / "grafana-dashboard.json").read_text())
     wanted = {
