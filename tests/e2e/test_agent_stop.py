@@ -130,6 +130,7 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
             f"{REGION} healthy at full ramp again after SIGCONT",
             every=0.2,
         )
+        back_after = time.time() - resumed_at
         try:
             wait_until(
                 lambda: feed.first(resumed_at, lambda t: t.state(REGION) == "healthy"),
@@ -139,8 +140,10 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
         except AssertionError as exc:  # say what the feed saw, and what interrupted it
             seen = describe(feed.since(resumed_at), resumed_at)
             raise AssertionError(
-                f"{exc}; the API's table {back['version']} ({back.get('source')}), Redis holds "
-                f"{feed.stored_version()}; feed errors {feed.errors}; tables since:\n{seen}"
+                f"{exc}; the API's table {back['version']} ({back.get('source')}, seen "
+                f"{back_after:.2f} s after SIGCONT; the table before SIGSTOP was "
+                f"{settled['version']}), Redis holds {feed.stored_version()}; feed errors "
+                f"{feed.errors}; tables since:\n{seen}"
             ) from None
         after = feed.since(resumed_at)
         tables = describe(after, resumed_at)

@@ -19,7 +19,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.gateway.world import TOKEN, US_IP, GatewayThread, make_core, world_fleet
+from tests.gateway.world import TOKEN, US_IP, GatewayThread, ledger_drained, make_core, world_fleet
 from trafficmgr.simserver import SimServerThread, fleet_specs
 from trafficmgr.simserver.layout import with_addresses
 
@@ -127,7 +127,4 @@ def test_vllm_router_and_gateway_serve_the_openai_client(
     with GatewayThread(core) as gw:
         check_openai_client(gw.base_url)
         # the accounting closes just after the last byte reaches the client
-        deadline = time.monotonic() + 5
-        while gw.core.ledger.total and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert gw.core.ledger.total == 0
+        assert ledger_drained(gw.core) == 0

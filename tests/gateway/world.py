@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -48,6 +49,18 @@ def locate(ip: str) -> ClientLocation:
 def make_core(fleet: Fleet, **config: Any) -> tuple[RequestPath, StaticSource]:
     source = StaticSource(fleet, {TOKEN: ClientIdentity("tests")}, locate=locate)
     return RequestPath(source, RequestPathConfig(**config), seed=7), source
+
+
+def ledger_drained(core: RequestPath, timeout_s: float = 5.0) -> int:
+    """Wait until no request is in flight in ``core``'s ledger; return what is left.
+
+    The gateway closes a request's accounting just after its last byte went out, so a
+    client can hold the whole answer a moment before the ledger is empty.
+    """
+    deadline = time.monotonic() + timeout_s
+    while core.ledger.total and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return core.ledger.total
 
 
 class LoopThread:
