@@ -3,7 +3,8 @@
 Clients point an OpenAI library at ``http://HOST:PORT/v1`` with a client token. Each request
 is routed by the shared decision core (``trafficmgr.requestpath``: residency, region, endpoint,
 affinity, admission, ejection) and proxied to the endpoint it picked over pooled keep-alive
-connections, streaming answers passed through as they arrive (``proxy``, ``sse``), and,
+connections (``upstream``), streaming answers passed through as they arrive (``proxy``,
+``sse``), served by a lean HTTP/1.1 server (``http``), and,
 when asked, traced with OpenTelemetry (``tracing``: off by default, its SDK then never
 imported). The gateway never imports the Django app: the control plane comes in as a
 ``ControlPlane`` source.
@@ -16,14 +17,14 @@ and ``python -m trafficmgr.gateway --fleet FILE --listen HOST:PORT --token SECRE
 
 from __future__ import annotations
 
-from trafficmgr.gateway.app import build_app
+from trafficmgr.gateway.app import GatewayApp
 from trafficmgr.gateway.server import RunningGateway, parse_listen, serve, start_gateway
 from trafficmgr.gateway.settings import GatewaySettings, networks
 
 __all__ = [
+    "GatewayApp",
     "GatewaySettings",
     "RunningGateway",
-    "build_app",
     "networks",
     "parse_listen",
     "serve",

@@ -17,13 +17,14 @@ import ipaddress
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import msgspec
-from aiohttp import web
 
 from trafficmgr.gateway.body import Body, BodyError, parse_body, with_model
 from trafficmgr.gateway.errors import error_response, refusal_response
+from trafficmgr.gateway.http import Answer, BodyTooLarge, Request, Response
 from trafficmgr.gateway.metrics import GatewayMetrics
 from trafficmgr.gateway.proxy import Exchange, Proxy, header_text
 from trafficmgr.gateway.settings import GatewaySettings, IpNetwork, tracing_wanted
@@ -42,28 +43,46 @@ if TYPE_CHECKING:
 log = logging.getLogger("trafficmgr.gateway")
 access_log = logging.getLogger("trafficmgr.gateway.access")
 
-CORE: web.AppKey[RequestPath] = web.AppKey("core", RequestPath)
-PROXY: web.AppKey[Proxy] = web.AppKey("proxy", Proxy)
-METRICS: web.AppKey[GatewayMetrics] = web.AppKey("metrics", GatewayMetrics)
-SETTINGS: web.AppKey[GatewaySettings] = web.AppKey("settings", GatewaySettings)
-TRACER: web.AppKey[GatewayTracer | None] = web.AppKey("tracer")
 
+class GatewayApp:
+    """The routes, and what every request needs: the core, the proxy, metrics, settings."""
 
-def build_app(core: RequestPath, settings: GatewaySettings) -> web.Application:
-    """Build the aiohttp application (the proxy's client session opens on startup)."""
-    app = web.Application(client_max_size=settings.max_body_bytes)
-    metrics = GatewayMetrics(core)
-    proxy = Proxy(core, settings, metrics)
-    app[CORE], app[PROXY], app[METRICS], app[SETTINGS] = core, proxy, metrics, settings
-    app[TRACER] = _tracer(settings)
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/v1/models", list_models)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_text)
-    app.on_startup.append(_start)
-    app.on_cleanup.append(_stop)
-    return app
+    def __init__(self, core: RequestPath, settings: GatewaySettings) -> None:
+        self.core = core
+        self.settings = settings
+        self.metrics = GatewayMetrics(core)
+        self.proxy = Proxy(core, settings, self.metrics)
+        self.tracer = _tracer(settings)
+        self.routes: dict[tuple[str, str], Callable[[GatewayApp, Request], Awaitable[Answer]]] = {
+            ("POST", "/v1/chat/completions"): chat_completions,
+            ("POST", "/v1/completions"): completions,
+            ("GET", "/v1/models"): list_models,
+            ("GET", "/healthz"): healthz,
+            ("GET", "/metrics"): metrics_text,
+        }
+        self._paths = {path for _, path in self.routes}
+
+    async def __call__(self, request: Request) -> Answer:
+        route = self.routes.get((request.method, request.path))
+        if route is not None:
+            return await route(self, request)
+        if request.path in self._paths:
+            allowed = ", ".join(m for m, p in self.routes if p == request.path)
+            return error_response(
+                405,
+                "method_not_allowed",
+                f"{request.method} is not allowed on {request.path}; use {allowed}",
+                headers={"Allow": allowed},
+            )
+        return error_response(404, "not_found", f"no route {request.method} {request.path}")
+
+    async def start(self) -> None:
+        await self.proxy.start()
+
+    async def stop(self) -> None:
+        await self.proxy.close()
+        if self.tracer is not None:  # export what is buffered (blocking HTTP: off the loop)
+            await asyncio.get_running_loop().run_in_executor(None, self.tracer.close)
 
 
 def _tracer(settings: GatewaySettings) -> GatewayTracer | None:
@@ -86,33 +105,22 @@ def _tracer(settings: GatewaySettings) -> GatewayTracer | None:
     return GatewayTracer(settings)
 
 
-async def _start(app: web.Application) -> None:
-    await app[PROXY].start()
+async def chat_completions(app: GatewayApp, request: Request) -> Answer:
+    return await _completion(app, request, chat=True)
 
 
-async def _stop(app: web.Application) -> None:
-    await app[PROXY].close()
-    tracer = app[TRACER]
-    if tracer is not None:  # export what is buffered (blocking HTTP: off the loop)
-        await asyncio.get_running_loop().run_in_executor(None, tracer.close)
+async def completions(app: GatewayApp, request: Request) -> Answer:
+    return await _completion(app, request, chat=False)
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _completion(request, chat=True)
-
-
-async def completions(request: web.Request) -> web.StreamResponse:
-    return await _completion(request, chat=False)
-
-
-async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
+async def _completion(app: GatewayApp, request: Request, chat: bool) -> Answer:
     started = time.perf_counter()
-    tracer = request.app[TRACER]
+    tracer = app.tracer
     if tracer is None:
-        return await _handle(request, chat, started, None)
+        return await _handle(app, request, chat, started, None)
     trace = tracer.begin(request.headers, request.method, request.path, started)
     try:
-        answer = await _handle(request, chat, started, trace)
+        answer = await _handle(app, request, chat, started, trace)
     except BaseException:  # the client went away (handler cancelled)
         trace.finish(499, {}, cancelled=True)
         raise
@@ -121,22 +129,21 @@ async def _completion(request: web.Request, chat: bool) -> web.StreamResponse:
 
 
 async def _handle(
-    request: web.Request, chat: bool, started: float, trace: RequestTrace | None
-) -> web.StreamResponse:
-    app = request.app
-    core, settings = app[CORE], app[SETTINGS]
+    app: GatewayApp, request: Request, chat: bool, started: float, trace: RequestTrace | None
+) -> Answer:
+    core, settings = app.core, app.settings
     given = request.headers.get("x-request-id")
     rid = header_text(given, 128) if given else os.urandom(16).hex()  # 32 hex digits
     headers = {"x-request-id": rid}
     refused = await _authenticate(request, core, headers)
-    if isinstance(refused, web.Response):
+    if isinstance(refused, Response):
         return _rejected(app, refused, "unauthorized", trace)
     length = request.content_length
     if length is not None and length > settings.max_body_bytes:
         return _rejected(app, _too_large(settings, headers), "too_large", trace)
     try:
         raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
+    except BodyTooLarge:
         return _rejected(app, _too_large(settings, headers), "too_large", trace)
     try:
         body = parse_body(raw, chat)
@@ -154,7 +161,7 @@ async def _handle(
     if isinstance(result, Refusal):
         headers["x-trafficmgr-reason"] = header_text(result.message)
         return _rejected(app, refusal_response(result, headers), result.code, trace)
-    app[METRICS].routing.observe(result.routing_s)
+    app.metrics.routing.observe(result.routing_s)
     if result.model != body.model:
         raw = with_model(body.doc, result.model)
     exchange = Exchange(
@@ -168,15 +175,13 @@ async def _handle(
         body.model,
         trace,
     )
-    answer = await app[PROXY].forward(exchange)
+    answer = await app.proxy.forward(exchange)
     if settings.access_log:
         _log_access(request, info, answer, started)
     return answer
 
 
-def _log_access(
-    request: web.Request, info: RequestInfo, answer: web.StreamResponse, started: float
-) -> None:
+def _log_access(request: Request, info: RequestInfo, answer: Answer, started: float) -> None:
     access_log.info(
         "%s %s %s model=%s endpoint=%s status=%d %.1fms",
         info.request_id,
@@ -190,10 +195,10 @@ def _log_access(
 
 
 async def _authenticate(
-    request: web.Request, core: RequestPath, headers: dict[str, str]
-) -> ClientIdentity | web.Response:
+    request: Request, core: RequestPath, headers: dict[str, str]
+) -> ClientIdentity | Response:
     """Return the client's identity, or the 401 to answer."""
-    auth = request.headers.get("Authorization", "")
+    auth = request.headers.get("authorization") or ""
     scheme, _, token = auth.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -211,7 +216,7 @@ async def _authenticate(
     return who
 
 
-def _too_large(settings: GatewaySettings, headers: dict[str, str]) -> web.Response:
+def _too_large(settings: GatewaySettings, headers: dict[str, str]) -> Response:
     return error_response(
         413,
         "request_too_large",
@@ -221,16 +226,16 @@ def _too_large(settings: GatewaySettings, headers: dict[str, str]) -> web.Respon
 
 
 def _rejected(
-    app: web.Application, response: web.Response, reason: str, trace: RequestTrace | None
-) -> web.Response:
-    app[METRICS].rejected(reason)
+    app: GatewayApp, response: Response, reason: str, trace: RequestTrace | None
+) -> Response:
+    app.metrics.rejected(reason)
     if trace is not None:
         trace.error = reason
     return response
 
 
 def _request_info(
-    request: web.Request,
+    request: Request,
     body: Body,
     who: ClientIdentity,
     rid: str,
@@ -250,13 +255,12 @@ def _request_info(
     )
 
 
-def client_address(request: web.Request, trusted: tuple[IpNetwork, ...]) -> str | None:
+def client_address(request: Request, trusted: tuple[IpNetwork, ...]) -> str | None:
     """Return the client's address: the peer's, or X-Forwarded-For's from a trusted proxy."""
-    peer = request.transport.get_extra_info("peername") if request.transport else None
-    address = str(peer[0]) if isinstance(peer, tuple) and peer else None
+    address = request.peer[0] if request.peer else None
     if address is None or not trusted or not _classify(address, trusted):
         return address
-    forwarded = request.headers.get("X-Forwarded-For")
+    forwarded = request.headers.get("x-forwarded-for")
     if not forwarded:
         return address
     for hop in reversed([h.strip() for h in forwarded.split(",")]):
@@ -282,22 +286,22 @@ def _classify(address: str, trusted: tuple[IpNetwork, ...]) -> bool | None:
     return any(ip in net for net in trusted)
 
 
-async def list_models(request: web.Request) -> web.Response:
-    core = request.app[CORE]
+async def list_models(app: GatewayApp, request: Request) -> Answer:
+    core = app.core
     refused = await _authenticate(request, core, {})
-    if isinstance(refused, web.Response):
+    if isinstance(refused, Response):
         return refused
     data = [
         {"id": m, "object": "model", "created": 0, "owned_by": "trafficmgr"} for m in core.models()
     ]
-    return web.Response(
+    return Response(
         body=msgspec.json.encode({"object": "list", "data": data}),
         content_type="application/json",
     )
 
 
-async def healthz(request: web.Request) -> web.Response:
-    core = request.app[CORE]
+async def healthz(app: GatewayApp, request: Request) -> Answer:
+    core = app.core
     snap = core.snapshot()
     doc = {
         "status": "ok",
@@ -306,9 +310,9 @@ async def healthz(request: web.Request) -> web.Response:
         "in_flight": core.ledger.total,
         "queued": core.queue.depth(),
     }
-    return web.Response(body=msgspec.json.encode(doc), content_type="application/json")
+    return Response(body=msgspec.json.encode(doc), content_type="application/json")
 
 
-async def metrics_text(request: web.Request) -> web.Response:
-    body = request.app[METRICS].render()
-    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
+async def metrics_text(app: GatewayApp, request: Request) -> Answer:
+    body = app.metrics.render()
+    return Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import msgspec
-from aiohttp import web
 
+from trafficmgr.gateway.http import Response
 from trafficmgr.requestpath.types import ERROR_TYPES, Refusal
 
 
@@ -35,14 +35,14 @@ def error_response(
     param: str | None = None,
     retry_after_s: int | None = None,
     headers: Mapping[str, str] | None = None,
-) -> web.Response:
+) -> Response:
     """Build the response for a refusal."""
     out = dict(headers or {})
     if retry_after_s is None and status in (429, 503):
         retry_after_s = 1
     if retry_after_s is not None:
         out["Retry-After"] = str(max(1, retry_after_s))
-    return web.Response(
+    return Response(
         status=status,
         body=error_body(status, code, message, param),
         content_type="application/json",
@@ -50,7 +50,7 @@ def error_response(
     )
 
 
-def refusal_response(refusal: Refusal, headers: Mapping[str, str]) -> web.Response:
+def refusal_response(refusal: Refusal, headers: Mapping[str, str]) -> Response:
     """Build the response for a core refusal."""
     return error_response(
         refusal.status,

@@ -11,7 +11,7 @@ it is passed back as is, and not retried.
 Once the first event of a stream is forwarded the client holds part of an answer, so the
 request is never retried: an upstream that stalls (``idle_timeout_s``), breaks the
 connection, sends garbage or ends without ``[DONE]`` gets its stream closed with a clean SSE
-error event. A client that goes away cancels the handler (aiohttp's handler cancellation):
+error event. A client that goes away cancels the handler (``http``: its connection was lost):
 the upstream response is closed, which makes the server abort the generation.
 """
 
@@ -21,13 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import aiohttp
 import msgspec
-from aiohttp import web
-from yarl import URL
 
 from trafficmgr.gateway.deadline import Deadline
 from trafficmgr.gateway.errors import error_response
+from trafficmgr.gateway.http import Request, Response, StreamResponse
 from trafficmgr.gateway.metrics import GatewayMetrics
 from trafficmgr.gateway.settings import GatewaySettings
 from trafficmgr.gateway.sse import (
@@ -37,6 +35,12 @@ from trafficmgr.gateway.sse import (
     error_event,
     whole_usage,
 )
+from trafficmgr.gateway.upstream import (
+    ConnectFailed,
+    UpstreamError,
+    UpstreamPool,
+    UpstreamResponse,
+)
 from trafficmgr.requestpath import Outcome, Plan, RequestPath, Target, Usage
 from trafficmgr.requestpath.budget import RetryBudget
 
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
     from trafficmgr.gateway.tracing import RequestTrace
 
 OK = Outcome.OK
-CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
+CLIENT_GONE = ConnectionResetError  # a write after the client closed its connection
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,7 @@ class Failure:
 class Exchange:
     """One client request on its way through the gateway."""
 
-    request: web.Request
+    request: Request
     plan: Plan
     body: bytes
     path: str
@@ -79,37 +83,21 @@ class Proxy:
         self.settings = settings
         self.metrics = metrics
         self.budget = RetryBudget(settings.retry_budget_ratio, settings.retry_budget_per_s)
-        self._session: aiohttp.ClientSession | None = None
-        self._urls: dict[tuple[str, str], URL] = {}
-        self._upstream_headers = {"Content-Type": "application/json"}
+        fixed = {"Content-Type": "application/json"}
         if settings.upstream_api_key:
-            self._upstream_headers["Authorization"] = f"Bearer {settings.upstream_api_key}"
+            fixed["Authorization"] = f"Bearer {settings.upstream_api_key}"
+        # Cookies are never kept (one endpoint's cookies are no client's), bodies passed as is.
+        self._pool = UpstreamPool(
+            settings.connect_timeout_s, settings.keepalive_s, settings.max_connections, fixed
+        )
 
     async def start(self) -> None:
-        s = self.settings
-        connector = aiohttp.TCPConnector(
-            limit=s.max_connections, limit_per_host=0, keepalive_timeout=s.keepalive_s
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=s.connect_timeout_s),
-            auto_decompress=False,
-            skip_auto_headers=("User-Agent", "Accept-Encoding"),
-            cookie_jar=aiohttp.DummyCookieJar(),  # one endpoint's cookies are no client's
-        )
+        pass  # connections open on first use
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        self._pool.close()
 
-    def _url(self, address: str, path: str) -> URL:
-        key = (address, path)
-        url = self._urls.get(key)
-        if url is None:
-            url = self._urls[key] = URL(f"http://{address}{path}")
-        return url
-
-    async def forward(self, ex: Exchange) -> web.StreamResponse:
+    async def forward(self, ex: Exchange) -> Response | StreamResponse:
         """Answer the exchange from the first target that serves it (see the module doc)."""
         handle = ex.plan.handle
         try:
@@ -118,7 +106,7 @@ class Proxy:
             # a no-op after a normal finish; closes the accounting of a cancelled handler
             self.core.finished(handle, None, Outcome.CANCELLED)
 
-    async def _attempts(self, ex: Exchange) -> web.StreamResponse:
+    async def _attempts(self, ex: Exchange) -> Response | StreamResponse:
         self.budget.deposit()
         last: Failure | None = None
         targets = ex.plan.targets[: max(1, self.settings.max_attempts)]
@@ -138,21 +126,18 @@ class Proxy:
                 ex.trace.attempt_failed(target, result.outcome, result.message)
         return self._exhausted(ex, last)
 
-    async def _attempt(self, ex: Exchange, target: Target) -> web.StreamResponse | Failure:
+    async def _attempt(self, ex: Exchange, target: Target) -> Response | StreamResponse | Failure:
         """Send one attempt; a Failure means nothing reached the client (retry elsewhere)."""
-        assert self._session is not None
         s = self.settings
-        headers = {**self._upstream_headers, "X-Request-Id": ex.request_id}
+        headers = {"X-Request-Id": ex.request_id}
         if ex.trace is not None:
             ex.trace.attempt(target, ex.plan.model, headers)
         sent = time.perf_counter()
         wait = s.first_byte_timeout_s if ex.stream else s.request_timeout_s
-        resp: aiohttp.ClientResponse | None = None
+        resp: UpstreamResponse | None = None
         try:
             async with Deadline(wait):
-                resp = await self._session.post(
-                    self._url(target.address, ex.path), data=ex.body, headers=headers
-                )
+                resp = await self._pool.post(target.address, ex.path, ex.body, headers)
                 failure = await self._check_status(resp, target)
                 if failure is not None:
                     return failure
@@ -165,9 +150,9 @@ class Proxy:
         except TimeoutError:
             _close(resp)
             return Failure(Outcome.TIMEOUT, f"{target.name}: no answer within {wait:g} s")
-        except aiohttp.ClientConnectorError as exc:
+        except ConnectFailed as exc:
             return Failure(Outcome.CONNECT_ERROR, f"{target.name}: {exc}")
-        except (aiohttp.ClientError, BrokenStream) as exc:
+        except (UpstreamError, BrokenStream) as exc:
             _close(resp)
             outcome = Outcome.SERVER_ERROR if isinstance(exc, ErrorEvent) else Outcome.BROKEN
             return Failure(outcome, f"{target.name}: {exc or type(exc).__name__}")
@@ -179,12 +164,10 @@ class Proxy:
         finally:
             resp.close()
 
-    async def _first_event(
-        self, resp: aiohttp.ClientResponse, relay: SseRelay
-    ) -> tuple[bytes, int]:
+    async def _first_event(self, resp: UpstreamResponse, relay: SseRelay) -> tuple[bytes, int]:
         """Read until the first complete event; raise BrokenStream if the stream ends first."""
         while True:
-            chunk = await resp.content.readany()
+            chunk = await resp.readany()
             if not chunk:
                 raise BrokenStream("stream ended before its first event")
             first, tokens = relay.feed(chunk)
@@ -193,16 +176,16 @@ class Proxy:
             if first:
                 return first, tokens
 
-    async def _check_status(self, resp: aiohttp.ClientResponse, target: Target) -> Failure | None:
+    async def _check_status(self, resp: UpstreamResponse, target: Target) -> Failure | None:
         status = resp.status
         if status < 500 and status != 429:
             return None
         try:
-            detail = (await resp.content.read(512)).decode(errors="replace")
+            detail = (await resp.read(512)).decode(errors="replace")
         finally:
             resp.close()
         if status == 429:
-            retry = resp.headers.get("Retry-After", "")
+            retry = resp.headers.get("retry-after", "")
             after = int(retry) if retry.isdigit() else None
             return Failure(Outcome.THROTTLED, f"{target.name}: 429 {detail[:200]}", after)
         return Failure(Outcome.SERVER_ERROR, f"{target.name}: {status} {detail[:200]}")
@@ -217,24 +200,24 @@ class Proxy:
         }
 
     async def _passed_back(
-        self, ex: Exchange, target: Target, resp: aiohttp.ClientResponse, sent: float
-    ) -> web.Response:
+        self, ex: Exchange, target: Target, resp: UpstreamResponse, sent: float
+    ) -> Response:
         """Hand an upstream 4xx back to the client unchanged (the request's fault)."""
         body = await resp.read()
         self.core.finished(ex.plan.handle, None, Outcome.CLIENT_ERROR)
         self._answered(ex, target, resp.status, None, None, Outcome.CLIENT_ERROR)
-        return web.Response(
+        return Response(
             status=resp.status,
             body=body,
             headers={
                 **self._headers(ex, target, sent),
-                "Content-Type": resp.headers.get("Content-Type", "application/json"),
+                "Content-Type": resp.headers.get("content-type", "application/json"),
             },
         )
 
     async def _whole(
-        self, ex: Exchange, target: Target, resp: aiohttp.ClientResponse, sent: float
-    ) -> web.Response | Failure:
+        self, ex: Exchange, target: Target, resp: UpstreamResponse, sent: float
+    ) -> Response | Failure:
         body = await resp.read()
         try:
             usage = whole_usage(body)
@@ -242,7 +225,7 @@ class Proxy:
             return Failure(Outcome.BROKEN, f"{target.name}: a response that is not JSON")
         self.core.finished(ex.plan.handle, usage, Outcome.OK)
         self._answered(ex, target, 200, time.perf_counter() - ex.started, usage, OK)
-        return web.Response(
+        return Response(
             body=body,
             headers={**self._headers(ex, target, sent), "Content-Type": "application/json"},
         )
@@ -251,14 +234,14 @@ class Proxy:
         self,
         ex: Exchange,
         target: Target,
-        resp: aiohttp.ClientResponse,
+        resp: UpstreamResponse,
         sent: float,
         relay: SseRelay,
         first: bytes,
         tokens: int,
-    ) -> web.StreamResponse:
+    ) -> StreamResponse:
         """Commit to this endpoint: forward the first event, then the rest as it comes."""
-        out = web.StreamResponse(headers=self._headers(ex, target, sent))
+        out = StreamResponse(headers=self._headers(ex, target, sent))
         out.content_type = "text/event-stream"
         out.headers["Cache-Control"] = "no-cache"
         ttft = time.perf_counter() - ex.started
@@ -290,7 +273,7 @@ class Proxy:
         return out
 
     async def _relay(
-        self, ex: Exchange, resp: aiohttp.ClientResponse, relay: SseRelay, out: web.StreamResponse
+        self, ex: Exchange, resp: UpstreamResponse, relay: SseRelay, out: StreamResponse
     ) -> tuple[Outcome, str]:
         """Forward the rest of the stream; return how it ended."""
         idle = self.settings.idle_timeout_s
@@ -298,7 +281,7 @@ class Proxy:
         try:
             async with Deadline(idle) as deadline:
                 while True:
-                    chunk = await resp.content.readany()
+                    chunk = await resp.readany()
                     if not chunk:
                         break
                     data, tokens = relay.feed(chunk)
@@ -317,15 +300,15 @@ class Proxy:
             return Outcome.BROKEN, str(exc)
         except CLIENT_GONE:
             return Outcome.CANCELLED, "client went away"
-        except aiohttp.ClientError as exc:
-            return Outcome.BROKEN, f"connection lost ({type(exc).__name__})"
+        except UpstreamError as exc:
+            return Outcome.BROKEN, str(exc)
         finally:
             resp.close()
         if not relay.done:
             return Outcome.BROKEN, "stream ended without [DONE]"
         return Outcome.OK, ""
 
-    def _exhausted(self, ex: Exchange, last: Failure | None) -> web.Response:
+    def _exhausted(self, ex: Exchange, last: Failure | None) -> Response:
         """Answer when every attempt failed before the first byte."""
         headers = {"x-request-id": ex.request_id, "x-trafficmgr-region": ex.plan.region}
         if ex.trace is not None:
@@ -370,7 +353,7 @@ def _ended(relay: SseRelay) -> Outcome:
     return OK if relay.error is None else Outcome.SERVER_ERROR
 
 
-def _close(resp: aiohttp.ClientResponse | None) -> None:
+def _close(resp: UpstreamResponse | None) -> None:
     if resp is not None:
         resp.close()
 

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import uvloop
-from aiohttp import web
 
-from trafficmgr.gateway.app import build_app
+from trafficmgr.gateway.app import GatewayApp
+from trafficmgr.gateway.http import HttpServer
 from trafficmgr.gateway.settings import GatewaySettings
 from trafficmgr.requestpath import ControlPlane, RequestPath, RequestPathConfig
 
@@ -65,10 +65,12 @@ class RunningGateway:
     """A gateway serving on the current event loop."""
 
     core: RequestPath
-    runner: web.AppRunner
+    app: GatewayApp
+    server: HttpServer
     host: str
     port: int
     maintainer: Maintainer
+    shutdown_timeout_s: float
 
     @property
     def base_url(self) -> str:
@@ -78,7 +80,8 @@ class RunningGateway:
     async def stop(self) -> None:
         """Stop listening, let requests in flight finish, stop the maintainer."""
         self.maintainer.stop()
-        await self.runner.cleanup()
+        await self.server.stop(self.shutdown_timeout_s)
+        await self.app.stop()
 
 
 async def start_gateway(
@@ -94,19 +97,13 @@ async def start_gateway(
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, core.maintain)
     await loop.run_in_executor(None, core.warm)  # e.g. open the GeoIP database now
-    runner = web.AppRunner(
-        build_app(core, settings),
-        handler_cancellation=True,
-        access_log=None,
-        shutdown_timeout=settings.shutdown_timeout_s,
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096, reuse_port=reuse_port or None)
-    await site.start()
-    bound = runner.addresses[0][1] if runner.addresses else port
+    app = GatewayApp(core, settings)
+    await app.start()
+    server = HttpServer(app, max_body_bytes=settings.max_body_bytes)
+    bound = await server.start(host, port, reuse_port=reuse_port)
     maintainer = Maintainer(core)
     maintainer.start()
-    return RunningGateway(core, runner, host, int(bound), maintainer)
+    return RunningGateway(core, app, server, host, bound, maintainer, settings.shutdown_timeout_s)
 
 
 def quiet_gc() -> None:

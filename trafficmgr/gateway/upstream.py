@@ -1,0 +1,380 @@
+"""The gateway's client to the endpoints: HTTP/1.1 keep-alive over asyncio protocols.
+
+Why not a general client library: per proxied request the gateway needs exactly one thing —
+write a POST on a pooled connection, read the status, the headers and the body as it
+arrives — and a general client (aiohttp's was measured) spent about a quarter of the
+gateway's CPU on URL objects, header multidicts, payload registries, timers and tasks around
+that. Here a connection is an ``asyncio.Protocol`` with ``httptools``' response parser (the
+C parser uvicorn uses); the request is one ``write``; body chunks go to the reader as they
+arrive, with the transport paused above ``HIGH_WATER`` unread bytes (a slow client slows its
+upstream instead of growing the gateway).
+
+Connections are kept per address (LIFO: the warmest first) for ``keepalive_s`` and reused
+only after a whole response was read from them; one that the server closed while idle
+leaves the pool when its ``connection_lost`` runs. A response not read to its end is
+aborted on ``close()`` (for a stream: the server sees the connection drop and stops the
+generation). Errors: ``ConnectFailed`` (nothing was sent), ``UpstreamBroken`` (the
+connection failed or the bytes were not HTTP). Timeouts are the caller's (``Deadline``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Mapping
+
+import httptools
+
+HIGH_WATER = 256 * 1024  # unread body bytes above which the connection stops reading
+LOW_WATER = 64 * 1024
+
+
+class UpstreamError(Exception):
+    """The endpoint could not be reached or did not answer in HTTP."""
+
+
+class ConnectFailed(UpstreamError):
+    """No connection: the request was not sent."""
+
+
+class UpstreamBroken(UpstreamError):
+    """The connection failed, or what came back was not an HTTP response."""
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection and the response being read from it."""
+
+    def __init__(self, pool: UpstreamPool, address: str) -> None:
+        self.pool = pool
+        self.address = address
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.pooled = False
+        self.idle_since = 0.0
+        self._parser = httptools.HttpResponseParser(self)
+        self._response: UpstreamResponse | None = None
+
+    # --- asyncio.Protocol ---
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a TCP transport (uvloop's too)
+
+    def data_received(self, data: bytes) -> None:
+        if self._response is None:  # bytes nobody asked for: the connection is unusable
+            self.abort()
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(UpstreamBroken("the endpoint switched protocols"))
+        except httptools.HttpParserError as exc:
+            self._fail(UpstreamBroken(f"not an HTTP response: {exc}"))
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport: a response without a length ends here
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pool.forget(self)
+        response = self._response
+        if response is not None and not response.complete:
+            if response.delimited_by_close():
+                response.finish()  # a body without a length ends with its connection
+            if not response.complete:
+                why = type(exc).__name__ if exc else "closed by the endpoint"
+                response.fail(UpstreamBroken(f"connection lost ({why})"))
+
+    def pause_writing(self) -> None:  # requests are small; nothing to hold back
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    # --- httptools callbacks ---
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        assert self._response is not None
+        self._response.raw_headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        assert self._response is not None
+        self._response.headers_done(self._parser.get_status_code())
+
+    def on_body(self, body: bytes) -> None:
+        assert self._response is not None
+        self._response.body(body)
+
+    def on_message_complete(self) -> None:
+        response = self._response
+        assert response is not None
+        response.keep_alive = self._parser.should_keep_alive()
+        response.finish()
+
+    # --- use ---
+
+    def send(self, response: UpstreamResponse, head: bytes, body: bytes) -> None:
+        assert self.transport is not None
+        self._response = response
+        self.transport.write(head + body if len(body) < 16_384 else head)
+        if len(body) >= 16_384:
+            self.transport.write(body)
+
+    def pause(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    def release(self) -> None:
+        """The response was read whole: back to the pool, or closed if it may not stay."""
+        response, self._response = self._response, None
+        if self.closed or response is None or not response.keep_alive:
+            self.abort()
+            return
+        self._parser = httptools.HttpResponseParser(self)
+        self.pool.put(self)
+
+    def abort(self) -> None:
+        self.closed = True
+        self._response = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _fail(self, exc: UpstreamError) -> None:
+        if self._response is not None:
+            self._response.fail(exc)
+        self.abort()
+
+
+class UpstreamResponse:
+    """The status, headers and body of one upstream response, read as it arrives."""
+
+    __slots__ = (
+        "_buffered",
+        "_chunks",
+        "_conn",
+        "_error",
+        "_headers_seen",
+        "_released",
+        "_waiter",
+        "complete",
+        "headers",
+        "keep_alive",
+        "raw_headers",
+        "status",
+    )
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._buffered = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: UpstreamError | None = None
+        self._headers_seen = False
+        self._released = False
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.headers: dict[str, str] = {}  # lower-case names; a repeated header: the last
+        self.status = 0
+        self.complete = False
+        self.keep_alive = False
+
+    # --- fed by the connection ---
+
+    def headers_done(self, status: int | None) -> None:
+        self.status = status or 0
+        self.headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1")
+            for name, value in self.raw_headers
+        }
+        self._headers_seen = True
+        self._wake()
+
+    def body(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered > HIGH_WATER:
+            self._conn.pause()
+        self._wake()
+
+    def delimited_by_close(self) -> bool:
+        """Whether the body ends when the connection does (no length, not chunked)."""
+        h = self.headers
+        return (
+            self._headers_seen
+            and "content-length" not in h
+            and "chunked" not in h.get("transfer-encoding", "").lower()
+        )
+
+    def finish(self) -> None:
+        self.complete = True
+        self._wake()
+
+    def fail(self, exc: UpstreamError) -> None:
+        if self._error is None:
+            self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    # --- read by the proxy ---
+
+    async def start(self) -> None:
+        """Wait for the status line and the headers."""
+        while not self._headers_seen:
+            if self._error is not None:
+                raise self._error
+            await self._wait()
+
+    async def readany(self) -> bytes:
+        """Return the body bytes that arrived (waiting for some); b"" at its end."""
+        while True:
+            if self._chunks:
+                data = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+                self._chunks.clear()
+                if self._buffered > LOW_WATER:
+                    self._conn.resume()
+                self._buffered = 0
+                return data
+            if self.complete:
+                self.release()
+                return b""
+            if self._error is not None:
+                raise self._error
+            await self._wait()
+
+    async def read(self, limit: int | None = None) -> bytes:
+        """Return the whole body (or its first ``limit`` bytes, the rest discarded)."""
+        parts = []
+        size = 0
+        while limit is None or size < limit:
+            chunk = await self.readany()
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        data = b"".join(parts)
+        return data if limit is None else data[:limit]
+
+    def release(self) -> None:
+        """Give the connection back when the response was read whole, else abort it."""
+        if self._released:
+            return
+        self._released = True
+        if self.complete and not self._chunks and self._error is None:
+            self._conn.release()
+        else:
+            self._conn.abort()
+
+    close = release
+
+
+class UpstreamPool:
+    """Keep-alive connections by address, and the one call the proxy makes."""
+
+    def __init__(
+        self,
+        connect_timeout_s: float,
+        keepalive_s: float,
+        max_idle: int,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self.keepalive_s = keepalive_s
+        self.max_idle = max_idle
+        self._idle: dict[str, list[Connection]] = {}
+        self._idle_count = 0
+        self._heads: dict[tuple[str, str], bytes] = {}
+        self._fixed = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+
+    async def post(
+        self, address: str, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> UpstreamResponse:
+        """Send ``body`` to ``http://address/path``; return once the headers arrived."""
+        conn = self._take(address) or await self._connect(address)
+        response = UpstreamResponse(conn)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head = self._head(address, path) + f"Content-Length: {len(body)}\r\n{extra}\r\n".encode(
+            "latin-1"
+        )
+        conn.send(response, head, body)
+        try:
+            await response.start()
+        except BaseException:
+            conn.abort()
+            raise
+        return response
+
+    def _head(self, address: str, path: str) -> bytes:
+        key = (address, path)
+        head = self._heads.get(key)
+        if head is None:
+            head = self._heads[key] = (
+                f"POST {path} HTTP/1.1\r\nHost: {address}\r\n{self._fixed}".encode("latin-1")
+            )
+        return head
+
+    async def _connect(self, address: str) -> Connection:
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]")
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, conn = await loop.create_connection(
+                    lambda: Connection(self, address), host, int(port)
+                )
+        except TimeoutError:
+            raise ConnectFailed(
+                f"cannot connect to {address}: no answer in {self.connect_timeout_s:g} s"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise ConnectFailed(f"cannot connect to {address}: {exc}") from None
+        return conn
+
+    def _take(self, address: str) -> Connection | None:
+        idle = self._idle.get(address)
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()
+            conn.pooled = False
+            self._idle_count -= 1
+            if not conn.closed and now - conn.idle_since < self.keepalive_s:
+                return conn
+            conn.abort()
+        return None
+
+    def put(self, conn: Connection) -> None:
+        if self._idle_count >= self.max_idle:
+            conn.abort()
+            return
+        conn.idle_since = time.monotonic()
+        conn.pooled = True
+        self._idle.setdefault(conn.address, []).append(conn)
+        self._idle_count += 1
+
+    def forget(self, conn: Connection) -> None:
+        """Drop a pooled connection that closed while idle."""
+        if conn.pooled:
+            conn.pooled = False
+            self._idle[conn.address].remove(conn)
+            self._idle_count -= 1
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.pooled = False
+                conn.abort()
+        self._idle.clear()
+        self._idle_count = 0
