@@ -34,6 +34,7 @@ import msgspec
 log = logging.getLogger("trafficmgr.gateway")
 
 MAX_HEAD_BYTES = 64 * 1024
+SWEEP_S = 1.0  # how often idle keep-alive connections are looked for
 
 REASONS = {s.value: s.phrase for s in HTTPStatus}
 
@@ -42,11 +43,9 @@ class BodyTooLarge(Exception):
     """The request body is larger than the server accepts."""
 
 
-class Headers(dict[str, str]):
-    """Request headers by lower-case name (a repeated header: its values joined by ", ")."""
-
-    def get(self, name: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        return dict.get(self, name.lower(), default)
+# Request headers by lower-case name (ask with lower-case names); a repeated header: its
+# values joined by ", ".
+Headers = dict[str, str]
 
 
 class Request:
@@ -233,14 +232,14 @@ class HttpProtocol(asyncio.Protocol):
         self.closed = False
         self._parser = httptools.HttpRequestParser(self)
         self._url = b""
-        self._headers = Headers()
+        self._headers: Headers = {}
         self._head_bytes = 0
         self._current: Request | None = None  # the request being parsed
         self._queue: collections.deque[Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._paused = False
-        self._idle: asyncio.TimerHandle | None = None
+        self.last_active = 0.0  # loop time the connection last finished a request
 
     # --- asyncio.Protocol ---
 
@@ -249,14 +248,11 @@ class HttpProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) and peer else None
         self.server.connections.add(self)
-        self._arm_idle()
+        self.last_active = self.server.loop.time()
 
     def data_received(self, data: bytes) -> None:
         if self.transport is None or self.transport.is_closing():
             return  # refused already: what follows is not read
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -270,8 +266,6 @@ class HttpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        if self._idle is not None:
-            self._idle.cancel()
         if self._task is not None and not self._task.done():
             self._task.cancel()  # the client went away: its handler stops
         self._wake_drain()
@@ -287,7 +281,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._url = b""
-        self._headers = Headers()
+        self._headers = {}
         self._head_bytes = 0
 
     def on_url(self, url: bytes) -> None:
@@ -332,7 +326,9 @@ class HttpProtocol(asyncio.Protocol):
             self._task = asyncio.get_running_loop().create_task(self._serve(self._queue.popleft()))
         else:
             self._task = None
-            self._arm_idle()
+            self.last_active = self.server.loop.time()
+            if self.server.closing:
+                self._close()
 
     async def _serve(self, request: Request) -> None:
         try:
@@ -389,21 +385,14 @@ class HttpProtocol(asyncio.Protocol):
             self.transport.write(plain_error(status, message))
         self._close()
 
-    def _arm_idle(self) -> None:
-        if self.closed or self.server.closing:
-            if self.server.closing:
-                self._close()
-            return
-        loop = asyncio.get_running_loop()
-        self._idle = loop.call_later(self.server.keepalive_s, self._close)
-
     def _close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
     @property
     def busy(self) -> bool:
-        return self._task is not None
+        """Whether a request is being answered or waits its turn on this connection."""
+        return self._task is not None or bool(self._queue) or self._current is not None
 
 
 class HttpServer:
@@ -415,20 +404,33 @@ class HttpServer:
         self.keepalive_s = keepalive_s
         self.connections: set[HttpProtocol] = set()
         self.closing = False
+        self.loop = asyncio.get_running_loop()  # built on the loop that serves
         self._server: asyncio.AbstractServer | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
         """Listen; return the bound port."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop
+        self._sweep()
         self._server = await loop.create_server(
             lambda: HttpProtocol(self), host, port, backlog=4096, reuse_port=reuse_port or None
         )
         sockets = self._server.sockets or ()
         return int(sockets[0].getsockname()[1]) if sockets else port
 
+    def _sweep(self) -> None:
+        """Close connections idle longer than ``keepalive_s`` (one timer for all of them,
+        not one per request); runs every ``SWEEP_S``."""
+        cutoff = self.loop.time() - self.keepalive_s
+        for conn in [c for c in self.connections if c.last_active < cutoff and not c.busy]:
+            conn._close()
+        self._sweeper = self.loop.call_later(min(SWEEP_S, self.keepalive_s), self._sweep)
+
     async def stop(self, grace_s: float) -> None:
         """Stop listening, close idle connections, give requests in flight ``grace_s``."""
         self.closing = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -157,11 +157,11 @@ class UpstreamResponse:
         "_chunks",
         "_conn",
         "_error",
+        "_headers",
         "_headers_seen",
         "_released",
         "_waiter",
         "complete",
-        "headers",
         "keep_alive",
         "raw_headers",
         "status",
@@ -176,7 +176,7 @@ class UpstreamResponse:
         self._headers_seen = False
         self._released = False
         self.raw_headers: list[tuple[bytes, bytes]] = []
-        self.headers: dict[str, str] = {}  # lower-case names; a repeated header: the last
+        self._headers: dict[str, str] | None = None
         self.status = 0
         self.complete = False
         self.keep_alive = False
@@ -185,10 +185,6 @@ class UpstreamResponse:
 
     def headers_done(self, status: int | None) -> None:
         self.status = status or 0
-        self.headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1")
-            for name, value in self.raw_headers
-        }
         self._headers_seen = True
         self._wake()
 
@@ -198,6 +194,17 @@ class UpstreamResponse:
         if self._buffered > HIGH_WATER:
             self._conn.pause()
         self._wake()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers by lower-case name (a repeated header: the last); decoded when first
+        asked, which a proxied 200 never is."""
+        if self._headers is None:
+            self._headers = {
+                name.decode("latin-1").lower(): value.decode("latin-1")
+                for name, value in self.raw_headers
+            }
+        return self._headers
 
     def delimited_by_close(self) -> bool:
         """Whether the body ends when the connection does (no length, not chunked)."""
