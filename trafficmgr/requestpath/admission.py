@@ -31,6 +31,9 @@ class AdmissionQueue:
             Priority.INTERACTIVE: deque(),
             Priority.BATCH: deque(),
         }
+        # the queues in waking order, held directly: every finished request wakes, and an
+        # enum member hashes in Python code
+        self._order = (self._waiting[Priority.INTERACTIVE], self._waiting[Priority.BATCH])
         self.shed_total = 0
 
     def depth(self, priority: Priority | None = None) -> int:
@@ -69,8 +72,7 @@ class AdmissionQueue:
 
     def wake(self, count: int = 1) -> None:
         """Wake up to ``count`` waiters, interactive first, oldest first."""
-        for priority in (Priority.INTERACTIVE, Priority.BATCH):
-            queue = self._waiting[priority]
+        for queue in self._order:
             while count > 0 and queue:
                 future = queue.popleft()
                 if not future.done():

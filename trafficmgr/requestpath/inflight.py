@@ -5,8 +5,8 @@ endpoint that looked idlest. So every request this process sends is counted here
 moment it is picked until it finishes: its prompt tokens while it waits for its first token
 (outstanding prefill), its expected remaining output (the picker's expected length minus the
 tokens seen so far: outstanding decode) and one running request. The picker sees these
-figures added to the heartbeat's (``regionview``). Every change bumps the endpoint's
-``version``, so a view rebuilds only the endpoints that changed.
+figures added to the heartbeat's (``regionview``, which rebuilds an endpoint's view only
+when these figures changed).
 
 A ``Ticket`` is the handle a front holds for one request; closing it twice is harmless, so
 no error path can leak or double-count accounting.
@@ -81,13 +81,12 @@ class Ticket:
 class EndpointFlight:
     """The in-flight totals of one endpoint."""
 
-    __slots__ = ("decode", "prefill", "running", "version")
+    __slots__ = ("decode", "prefill", "running")
 
     def __init__(self) -> None:
         self.running = 0
         self.prefill = 0.0
         self.decode = 0.0
-        self.version = 0
 
 
 class Ledger:
@@ -116,7 +115,6 @@ class Ledger:
         if ticket.first_at is None:
             flight.prefill += ticket.input_tokens
         flight.decode += ticket.remaining()
-        flight.version += 1
         self.total += 1
 
     def detach(self, ticket: Ticket) -> None:
@@ -130,7 +128,6 @@ class Ledger:
         flight.decode -= ticket.remaining()
         if flight.running <= 0:  # float sums drift; an idle endpoint is exactly zero
             flight.running, flight.prefill, flight.decode = 0, 0.0, 0.0
-        flight.version += 1
         ticket.endpoint = None
         self.total -= 1
 
@@ -146,7 +143,6 @@ class Ledger:
             if first:
                 flight.prefill -= ticket.input_tokens
             flight.decode += ticket.remaining() - before
-            flight.version += 1
         return first
 
     def endpoints(self) -> Iterator[tuple[str, EndpointFlight]]:

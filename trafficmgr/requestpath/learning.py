@@ -59,14 +59,16 @@ class Learner:
             prefix_hashes=c.prefix_hashes,
             latency_s=c.latency_s,
         )
-        stored = Completion(
-            c.endpoint,
-            c.model,
-            c.input_tokens,
-            c.output_tokens,
-            c.latency_s,
-            c.prefix_hashes[:STORED_PREFIX_HASHES],
-        )
+        stored = c
+        if type(c.prefix_hashes) is not tuple or len(c.prefix_hashes) > STORED_PREFIX_HASHES:
+            stored = Completion(
+                c.endpoint,
+                c.model,
+                c.input_tokens,
+                c.output_tokens,
+                c.latency_s,
+                c.prefix_hashes[:STORED_PREFIX_HASHES],
+            )  # else it is already as the control plane keeps it (a frozen value)
         self._outbox.append(stored)
         self._own[stored] += 1
         self._own_order.append(stored)

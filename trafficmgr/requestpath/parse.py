@@ -18,6 +18,7 @@ STRATEGY_HEADER = "x-trafficmgr-strategy"
 PRIORITY_HEADER = "x-trafficmgr-priority"
 MAX_OUTPUT_TOKENS = 1_000_000  # as ``/route``
 _PRIORITIES = {p.value: p for p in Priority}
+_DEFAULT_PRIORITY = Priority.INTERACTIVE.value  # an enum's ``.value`` is a Python descriptor
 _STRATEGIES = frozenset(STRATEGIES)
 
 
@@ -36,7 +37,7 @@ def parse_info(
     info: RequestInfo, default_strategy: str, models: frozenset[str]
 ) -> Parsed | Refusal:
     """Validate a request's routing inputs; return them or a Refusal (400 or 404)."""
-    priority = _PRIORITIES.get(info.priority or Priority.INTERACTIVE.value)
+    priority = _PRIORITIES.get(info.priority or _DEFAULT_PRIORITY)
     if priority is None:
         return Refusal(
             400,

@@ -12,8 +12,10 @@ cache, ``routing.reported``) and this process's own, combined by the engine's
 implies beyond this process's count when it first read that heartbeat (``note_reports``),
 their change since mirroring this process's own as many times as the heartbeats imply other
 processes like it. An
-endpoint's combined view is cached and rebuilt only when its ledger version or its prefix
-index changed.
+endpoint's combined view is cached and rebuilt only when the figures it is built from
+changed (this process's in flight there, or its frozen prompt blocks): a request that came
+and went leaves it as it was. Which endpoints list a model and may serve it by heartbeat is
+worked out once per view and model.
 
 Then the request's candidates are the endpoints that may take it now: serving its model,
 healthy and active (the engine's ``serves``), not drained here, weight above 0, in the
@@ -39,12 +41,13 @@ from trafficmgr.routing.slowstart import offered as slow_start_offer
 from trafficmgr.routing.types import AdminState, Region, RegionState
 
 PREFIX_REBUILD_S = 0.02  # a busy endpoint's block set is frozen again at most this often
+_NO_BLOCKS: frozenset[int] = frozenset()
 
 
 class PrefixIndex:
     """The prompt blocks this process sent to one endpoint, newest kept (bounded LRU)."""
 
-    __slots__ = ("_blocks", "_built_at", "_frozen", "dirty", "limit", "version")
+    __slots__ = ("_blocks", "_built_at", "_frozen", "dirty", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = max(1, limit)
@@ -52,7 +55,6 @@ class PrefixIndex:
         self._frozen: frozenset[int] = frozenset()
         self._built_at = -1.0
         self.dirty = False
-        self.version = 0
 
     def add(self, hashes: Sequence[int]) -> None:
         blocks = self._blocks
@@ -70,8 +72,37 @@ class PrefixIndex:
         if self.dirty and (now - self._built_at >= PREFIX_REBUILD_S or len(self._blocks) < 256):
             self._frozen = frozenset(self._blocks)
             self._built_at, self.dirty = now, False
-            self.version += 1
         return self._frozen
+
+
+class _Combined:
+    """One endpoint's combined view and the figures ``with_own_flight`` built it from."""
+
+    __slots__ = ("blocks", "decode", "load", "own", "prefill", "running")
+
+    def __init__(
+        self,
+        running: int,
+        prefill: float,
+        decode: float,
+        own: int | None,
+        blocks: frozenset[int],
+        load: EndpointLoad,
+    ) -> None:
+        self.running, self.prefill, self.decode = running, prefill, decode
+        self.own, self.blocks, self.load = own, blocks, load
+
+    def same(
+        self, running: int, prefill: float, decode: float, own: int | None, blocks: frozenset[int]
+    ) -> bool:
+        """Tell whether ``load`` is what these figures build (``own``: None is not 0)."""
+        return (
+            self.blocks is blocks
+            and self.running == running
+            and self.prefill == prefill
+            and self.decode == decode
+            and self.own == own
+        )
 
 
 @dataclass(slots=True)
@@ -106,8 +137,10 @@ class RegionView:
         self.slots = {
             b.endpoint.name: service_rates(b.profile, b.endpoint.gpus).max_concurrency for b in base
         }
-        # endpoint → (ledger version, prefix version, combined load)
-        self._combined: dict[str, tuple[int, int, EndpointLoad]] = {}
+        # endpoint → the combined load and the figures it was built from
+        self._combined: dict[str, _Combined] = {}
+        # model → (endpoints listing it, those of them the heartbeat lets serve it)
+        self._serving: dict[str, tuple[int, tuple[EndpointLoad, ...]]] = {}
         # endpoint → this process's requests there when its heartbeat was first read, and
         # that heartbeat's receipt time
         self.own_at_report: dict[str, int] = {}
@@ -142,25 +175,43 @@ class RegionView:
         }
 
     def combined(self, base: EndpointLoad, gate: Gate, now: float) -> EndpointLoad:
-        """Return the endpoint's heartbeat view plus this process's in flight and blocks."""
+        """Return the endpoint's heartbeat view plus this process's in flight and blocks.
+
+        Cached by the figures it is built from, not by the ledger's version: a request that
+        came and went leaves the endpoint as it was, and its view need not be built again.
+        """
         name = base.endpoint.name
         flight = gate.ledger.get(name)
         index = gate.prefixes.get(name)
-        blocks = index.frozen(now) if index is not None else frozenset()
-        version = flight.version if flight is not None else 0
-        pversion = index.version if index is not None else 0
-        cached = self._combined.get(name)
-        if cached is not None and cached[0] == version and cached[1] == pversion:
-            return cached[2]
+        blocks = index.frozen(now) if index is not None else _NO_BLOCKS
         own = self.own_at_report.get(name)
         if (flight is None or flight.running == 0) and not own:
-            load = base if not blocks else with_own_flight(base, 0, 0.0, 0.0, blocks)
+            running, prefill, decode, own = 0, 0.0, 0.0, None
         elif flight is None:
-            load = with_own_flight(base, 0, 0.0, 0.0, blocks, own)
+            running, prefill, decode = 0, 0.0, 0.0
         else:
-            load = with_own_flight(base, flight.running, flight.prefill, flight.decode, blocks, own)
-        self._combined[name] = (version, pversion, load)
+            running, prefill, decode = flight.running, flight.prefill, flight.decode
+        cached = self._combined.get(name)
+        if cached is not None and cached.same(running, prefill, decode, own, blocks):
+            return cached.load
+        if running == 0 and own is None and not blocks:
+            load = base
+        else:
+            load = with_own_flight(base, running, prefill, decode, blocks, own)
+        self._combined[name] = _Combined(running, prefill, decode, own, blocks, load)
         return load
+
+    def serving(self, model: str) -> tuple[int, tuple[EndpointLoad, ...]]:
+        """Return how many endpoints list ``model``, and those the heartbeats let serve it.
+
+        Both depend on the heartbeats only, so they are worked out once per view and model.
+        """
+        found = self._serving.get(model)
+        if found is None:
+            listing = [b for b in self.base if model in b.endpoint.models]
+            found = (len(listing), tuple(b for b in listing if serves(b, model)))
+            self._serving[model] = found
+        return found
 
     def candidates(
         self,
@@ -173,25 +224,23 @@ class RegionView:
         """Return the endpoints that may take a request for ``model`` now (see module doc)."""
         offered: list[EndpointLoad] = []
         ramping: list[tuple[float, EndpointLoad]] = []
-        full, seen, ejected = 0, 0, 0
-        outlier, drained = gate.outlier, gate.drained
-        for base in self.base:
-            e = base.endpoint
-            if model not in e.models:
-                continue
-            seen += 1
-            if not serves(base, model) or e.name in drained or e.weight <= 0:
+        full, ejected = 0, 0
+        outlier, drained, slots = gate.outlier, gate.drained, self.slots
+        seen, serving = self.serving(model)
+        for base in serving:
+            name = base.endpoint.name
+            if name in drained:
                 continue
             if subset is not None and not subset(base):
                 continue
-            if not outlier.available(e.name, now):
+            if not outlier.available(name, now):
                 ejected += 1
                 continue
             load = self.combined(base, gate, now)
-            if load.running + load.waiting >= self.slots[e.name] * max_load:
+            if load.running + load.waiting >= slots[name] * max_load:
                 full += 1
                 continue
-            ramp = outlier.ramp(e.name, now, gate.slow_start_s, gate.slow_start_floor)
+            ramp = outlier.ramp(name, now, gate.slow_start_s, gate.slow_start_floor)
             if ramp < 1.0:
                 ramping.append((ramp, load))
             else:

@@ -52,7 +52,9 @@ class Router:
         self._rings: dict[tuple[str, str], Ring] = {}
         # (client address, model) → its regions: deterministic for a known client, so
         # computed once per snapshot (the engine's answer, remembered, not re-derived)
-        self._regions: dict[tuple[str, str], RegionCandidates] = {}
+        self._regions: dict[tuple[str, str], _Regions] = {}
+        # (name, address, region) → its Target: frozen, so one per snapshot serves every plan
+        self._target_of: dict[tuple[str, str, str], Target] = {}
         self._snap: Snapshot | None = None
 
     def install(self, snap: Snapshot) -> None:
@@ -60,6 +62,7 @@ class Router:
         if self._snap is None or self._snap.fleet is not snap.fleet:
             self._rings.clear()
         self._regions.clear()
+        self._target_of.clear()
         self._snap = snap
 
     def route(
@@ -106,12 +109,9 @@ class Router:
             parsed.prefix_hashes,
         )
         found = self._region_candidates(snap, request, info.client_ip)
-        entries = found.regions
-        region = self.config.region
-        if region is not None:
-            entries = tuple(e for e in entries if e.region == region)
+        entries = found.entries
         if not entries:
-            why = found.note or f"region {region} is not allowed for this client"
+            why = found.note or f"region {self.config.region} is not allowed for this client"
             return self._refusal(503, "no_allowed_region", f"no allowed region for {model}: {why}")
         max_load = self._max_load(parsed.priority)
         subset = _subset(info.subset)
@@ -136,10 +136,7 @@ class Router:
                 snap, entries, rank, name, cands.loads, model, max_load, subset, now
             )
             ticket = self._open(request, name, view.region.name, expected, now)
-            lead = (
-                f"region {entry.region} ({'weighted pick' if rank == 0 else 'fallback'}, "
-                f"weight {entry.weight:g}): {entry.reason}"
-            )
+            lead = found.lead(rank)
             if tried:
                 lead = f"{lead}; after {'; '.join(tried)}"
             return Plan(model, targets, entry.region, f"{lead}; endpoint {name}: {why}", ticket)
@@ -153,18 +150,17 @@ class Router:
             503, "no_capacity", f"no endpoint can take the request: {'; '.join(tried)}"
         )
 
-    def _region_candidates(
-        self, snap: Snapshot, request: Request, key: str | None
-    ) -> RegionCandidates:
+    def _region_candidates(self, snap: Snapshot, request: Request, key: str | None) -> _Regions:
         if key is None:  # an unknown client is drawn at random each time
-            return region_candidates(snap.fleet, snap.table, request, None)
-        found = self._regions.get((key, request.model))
-        if found is None:
+            found = region_candidates(snap.fleet, snap.table, request, None)
+            return _Regions(found, self.config.region)
+        cached = self._regions.get((key, request.model))
+        if cached is None:
             if len(self._regions) > REGION_CACHE_SIZE:
                 self._regions.clear()
             found = region_candidates(snap.fleet, snap.table, request, key)
-            self._regions[(key, request.model)] = found
-        return found
+            cached = self._regions[(key, request.model)] = _Regions(found, self.config.region)
+        return cached
 
     def _max_load(self, priority: Priority) -> float:
         if priority is Priority.BATCH:
@@ -237,7 +233,7 @@ class Router:
         """Return the pick, then the fallbacks (same region first, then the next regions)."""
         limit = max(1, self.config.max_targets)
         region = entries[rank].region
-        out = [_target(snap, chosen, region)]
+        out = [self._target(chosen, snap.endpoints[chosen].address, region)]
         views = [(region, loads)]
         for entry in entries[rank + 1 :]:
             if len(out) + sum(len(v) for _, v in views) > limit:
@@ -248,16 +244,23 @@ class Router:
                     (entry.region, view.candidates(model, max_load, self.gate, now, subset).loads)
                 )
         for name, region_loads in views:
-            slots = snap.regions[name].slots
-            rest = sorted(
-                (x for x in region_loads if x.endpoint.name != chosen),
-                key=lambda x: (x.running + x.waiting) / max(1, slots[x.endpoint.name]),
-            )
+            rest = [x for x in region_loads if x.endpoint.name != chosen]
+            if len(rest) > 1:
+                slots = snap.regions[name].slots
+                rest.sort(key=lambda x: (x.running + x.waiting) / max(1, slots[x.endpoint.name]))
             for load in rest:
                 if len(out) >= limit:
                     return tuple(out)
-                out.append(Target(load.endpoint.name, load.endpoint.address, name))
+                out.append(self._target(load.endpoint.name, load.endpoint.address, name))
         return tuple(out)
+
+    def _target(self, name: str, address: str, region: str) -> Target:
+        """Return the (frozen, shared) Target: one fewer object built per plan and fallback."""
+        key = (name, address, region)
+        found = self._target_of.get(key)
+        if found is None:
+            found = self._target_of[key] = Target(name, address, region)
+        return found
 
     def _open(
         self, request: Request, endpoint: str, region: str, expected: float, now: float
@@ -303,8 +306,30 @@ class Router:
         return Refusal(status, code, message, self.config.retry_after_s)
 
 
-def _target(snap: Snapshot, name: str, region: str) -> Target:
-    return Target(name, snap.endpoints[name].address, region)
+class _Regions:
+    """A request's regions as ``decision.region_candidates`` ordered them, limited to the
+    core's region, with each one's lead of the plan's reason (formatted once, then kept)."""
+
+    __slots__ = ("_leads", "entries", "note")
+
+    def __init__(self, found: RegionCandidates, region: str | None) -> None:
+        entries = found.regions
+        if region is not None:
+            entries = tuple(e for e in entries if e.region == region)
+        self.entries: tuple[WeightedRegion, ...] = entries
+        self.note = found.note
+        self._leads: list[str | None] = [None] * len(entries)
+
+    def lead(self, rank: int) -> str:
+        """Return why the region at ``rank`` was tried, as the plan's reason begins."""
+        found = self._leads[rank]
+        if found is None:
+            entry = self.entries[rank]
+            found = self._leads[rank] = (
+                f"region {entry.region} ({'weighted pick' if rank == 0 else 'fallback'}, "
+                f"weight {entry.weight:g}): {entry.reason}"
+            )
+        return found
 
 
 def _subset(names: frozenset[str] | None) -> Subset | None:

@@ -42,11 +42,13 @@ picker scores a random sample of ``sample_size`` of them plus the best ones of i
 picks for the model ("power of d choices with memory": Mitzenmacher 2001; Shah & Prabhakar
 2002 show remembering the last best beats sampling one more) plus the endpoints its own
 routing history says hold the request's longest prefix (the approximate prefix index llm-d's
-scorer keeps). A candidates *tuple* passed again is recognised: its grouping by model and its
-per-endpoint terms are reused, and the work the picker sent since is added to the snapshot,
-so picks between two load reports do not herd onto one endpoint. A gateway calls
-``prepare(snapshot)`` when a load report arrives, so that O(N) work stays off the request
-path and a pick costs O(sample) (bench/engine_pick.py).
+scorer keeps). A load object seen before keeps its cost terms (they depend on it alone, and
+a gateway hands an unchanged endpoint's view over again as the same object). A candidates
+*tuple* passed again is recognised: its grouping by model and its per-endpoint terms are
+reused, and the work the picker sent since is added to the snapshot, so picks between two
+load reports do not herd onto one endpoint. A gateway calls ``prepare(snapshot)`` when a
+load report arrives, so that O(N) work stays off the request path and a pick costs
+O(sample) (bench/engine_pick.py).
 """
 
 from __future__ import annotations
@@ -93,13 +95,29 @@ def _first(entry: Scored) -> float:
     return entry[0]
 
 
+# endpoint name → (a load, its cost terms, its outstanding work s): shared by a picker's
+# snapshots, since a view that did not change is handed over again as the same load object
+Costed = dict[str, tuple[EndpointLoad, CostTerms, float]]
+COSTED_SIZE = 1 << 16
+
+
 class _Snapshot:
     """One candidates sequence: grouped by model and costed lazily, plus work sent since."""
 
-    __slots__ = ("by_model", "grouped", "loads", "pending", "positions", "terms", "work")
+    __slots__ = (
+        "by_model",
+        "costed",
+        "grouped",
+        "loads",
+        "pending",
+        "positions",
+        "terms",
+        "work",
+    )
 
-    def __init__(self, loads: Sequence[EndpointLoad], group: bool) -> None:
+    def __init__(self, loads: Sequence[EndpointLoad], group: bool, costed: Costed) -> None:
         self.loads = loads
+        self.costed = costed
         self.by_model: dict[str, list[int]] = {}
         self.terms: list[CostTerms | None] = [None] * len(loads)
         self.work: list[float] = [0.0] * len(loads)  # outstanding_work_s, set with the terms
@@ -124,20 +142,20 @@ class _Snapshot:
         return found
 
     def term(self, i: int) -> CostTerms:
+        """Return candidate ``i``'s cost terms (and set its work): a pure function of its
+        load, so taken from ``costed`` when this very load object was costed before."""
         t = self.terms[i]
         if t is None:
             c = self.loads[i]
-            rates = rates_of(c)
-            self.work[i] = rates.work_s(c.outstanding_prefill_tokens, c.outstanding_decode_tokens)
-            t = cost_terms(
-                rates,
-                c.running,
-                c.waiting,
-                c.outstanding_prefill_tokens,
-                c.outstanding_decode_tokens,
-                c.kv_cache_usage,
-                c.gpu_util,
-            )
+            name = c.endpoint.name
+            hit = self.costed.get(name)
+            if hit is not None and hit[0] is c:
+                t, self.work[i] = hit[1], hit[2]
+            else:
+                t, self.work[i] = _costed(c)
+                if len(self.costed) >= COSTED_SIZE:
+                    self.costed.clear()
+                self.costed[name] = (c, t, self.work[i])
             self.terms[i] = t
         return t
 
@@ -145,6 +163,22 @@ class _Snapshot:
         if not self.positions:
             self.positions = {c.endpoint.name: i for i, c in enumerate(self.loads)}
         return self.positions.get(name)
+
+
+def _costed(c: EndpointLoad) -> tuple[CostTerms, float]:
+    """Return an endpoint's cost terms and outstanding work (s at full speed)."""
+    rates = rates_of(c)
+    work = rates.work_s(c.outstanding_prefill_tokens, c.outstanding_decode_tokens)
+    terms = cost_terms(
+        rates,
+        c.running,
+        c.waiting,
+        c.outstanding_prefill_tokens,
+        c.outstanding_decode_tokens,
+        c.kv_cache_usage,
+        c.gpu_util,
+    )
+    return terms, work
 
 
 class AiAwarePicker(Strategy):
@@ -172,6 +206,7 @@ class AiAwarePicker(Strategy):
         self.memory = max(0, memory)
         self.block_tokens = block_tokens
         self._snapshot: _Snapshot | None = None
+        self._costed: Costed = {}
         self._source: Sequence[EndpointLoad] | None = None
         self._recent: dict[str, tuple[str, ...]] = {}  # model → recent best endpoints
         self._prefix_owner: dict[int, str] = {}  # block hash → endpoint last sent it
@@ -266,7 +301,7 @@ class AiAwarePicker(Strategy):
     def _snapshot_for(self, candidates: Sequence[EndpointLoad]) -> _Snapshot:
         if self._snapshot is not None and candidates is self._source:
             return self._snapshot
-        snap = _Snapshot(candidates, len(candidates) > self.exact_limit)
+        snap = _Snapshot(candidates, len(candidates) > self.exact_limit, self._costed)
         if type(candidates) is tuple:  # immutable: safe to recognise by identity
             self._snapshot, self._source = snap, candidates
         return snap
@@ -387,7 +422,7 @@ class AiAwarePicker(Strategy):
         )
         self._add_sent(snap.loads[i], request.input_tokens - cached, exp, now)
         if self.memory:
-            self._recent[request.model] = tuple(snap.loads[j].endpoint.name for j in best)
+            self._recent[request.model] = tuple([snap.loads[j].endpoint.name for j in best])
         name, owner = snap.loads[i].endpoint.name, self._prefix_owner
         for h in request.prefix_hashes:
             owner[h] = name
