@@ -36,7 +36,7 @@ log = logging.getLogger("trafficmgr.gateway")
 MAX_HEAD_BYTES = 64 * 1024
 SWEEP_S = 1.0  # how often idle keep-alive connections are looked for
 
-REASONS = {s.value: s.phrase for s in HTTPStatus}
+STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n" for s in HTTPStatus}
 
 
 class BodyTooLarge(Exception):
@@ -197,21 +197,26 @@ Answer = Response | StreamResponse
 Handler = Callable[[Request], Awaitable[Answer]]
 
 
+def _lines(status: int, headers: Iterable[tuple[str, str]]) -> str:
+    """Return the status line and the header lines, without the blank line that ends them."""
+    status_line = STATUS_LINES.get(status) or f"HTTP/1.1 {status} Unknown\r\n"
+    return status_line + "".join([f"{k}: {v}\r\n" for k, v in headers])
+
+
 def head(status: int, headers: Iterable[tuple[str, str]], *extra: tuple[str, str]) -> bytes:
     """Return the status line and the headers of a response."""
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}"]
-    lines += [f"{k}: {v}" for k, v in headers]
-    lines += [f"{k}: {v}" for k, v in extra]
-    lines.append("\r\n")
-    return "\r\n".join(lines).encode("latin-1")
+    more = "".join([f"{k}: {v}\r\n" for k, v in extra])
+    return f"{_lines(status, headers)}{more}\r\n".encode("latin-1")
 
 
 def whole(response: Response, keep_alive: bool) -> bytes:
     """Return a whole response's bytes."""
-    framing = [("Content-Length", str(len(response.body)))]
-    if not keep_alive:
-        framing.append(("Connection", "close"))
-    return head(response.status, response.headers.items(), *framing) + response.body
+    text = _lines(response.status, response.headers.items())
+    close = "" if keep_alive else "Connection: close\r\n"
+    return (
+        f"{text}Content-Length: {len(response.body)}\r\n{close}\r\n".encode("latin-1")
+        + response.body
+    )
 
 
 def plain_error(status: int, message: str) -> bytes:
@@ -342,8 +347,7 @@ class HttpProtocol(asyncio.Protocol):
             self._close()
             return
         finally:
-            if asyncio.current_task() is self._task:
-                self._task = None
+            self._task = None  # the next request's task starts only after this one
         if self.closed:
             return
         keep = request.keep_alive and request._complete and not self.server.closing

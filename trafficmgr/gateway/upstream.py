@@ -312,11 +312,9 @@ class UpstreamPool:
         """Send ``body`` to ``http://address/path``; return once the headers arrived."""
         conn = self._take(address) or await self._connect(address)
         response = UpstreamResponse(conn)
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        head = self._head(address, path) + f"Content-Length: {len(body)}\r\n{extra}\r\n".encode(
-            "latin-1"
-        )
-        conn.send(response, head, body)
+        extra = "".join([f"{k}: {v}\r\n" for k, v in headers.items()])
+        head = f"Content-Length: {len(body)}\r\n{extra}\r\n".encode("latin-1")
+        conn.send(response, self._head(address, path) + head, body)
         try:
             await response.start()
         except BaseException:
