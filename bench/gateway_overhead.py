@@ -13,7 +13,12 @@ Phases, per target (direct, trafficmgr, Envoy + the EPP, vLLM Router per policy)
    mean / p50 / p99 latency and the overhead over direct;
 2. closed loop with ``--concurrency`` requests in flight for ``--peak-duration`` s: req/s,
    and req/s per CPU-second the router process used (its throughput on one core, since the
-   router is pinned to core 0 while the simulator and the load generator share core 1).
+   router is pinned to core 0 while the simulator and the load generator share core 1);
+3. open loop at ``--cpu-rate`` req/s (0.8 of a target's peak if that is less) for
+   ``--duration`` s: the router's CPU microseconds per request (``us/req``) at a load every
+   fast target carries, so that routers are compared at equal
+   work even when the servers and the load generator, not the router, bound a fast router's
+   peak.
 
     .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--json OUT]
 
@@ -201,7 +206,23 @@ def measure(name: str, port: int, pids: list[int], args: argparse.Namespace) -> 
     peak = run_loadgen(url, 0, args.peak_duration, args.concurrency)
     used = sum(cpu_seconds(pid) for pid in pids) - before
     per_core = peak["requests"] / used if used > 0 else None
-    row = {"target": name, "steady": steady, "peak": peak, "cpu_s": used, "rps_per_core": per_core}
+    # CPU per request at one load every target carries (below each peak): the cost compared
+    # at equal work, whether or not a target's core saturates at its peak
+    rate = min(args.cpu_rate, 0.8 * peak["rps"])  # a slower target: 0.8 of its own peak
+    before = sum(cpu_seconds(pid) for pid in pids)
+    level = run_loadgen(url, rate, args.duration, 0)
+    level["rate"] = rate
+    spent = sum(cpu_seconds(pid) for pid in pids) - before
+    us_per_req = 1e6 * spent / level["requests"] if pids and level["requests"] else None
+    row = {
+        "target": name,
+        "steady": steady,
+        "peak": peak,
+        "cpu_s": used,
+        "rps_per_core": per_core,
+        "at_cpu_rate": level,
+        "cpu_us_per_request": us_per_req,
+    }
     print(f"  {name}: {json.dumps(row)}", file=sys.stderr)
     return row
 
@@ -271,17 +292,19 @@ def table(rows: Sequence[dict[str, Any]], rate: float) -> str:
     direct = rows[0]["steady"]
     lines = [
         f"{'target':<28} {'mean':>8} {'p50':>8} {'p99':>8} {'+mean':>8} {'+p50':>8} {'+p99':>8}"
-        f" {'peak r/s':>9} {'r/s/core':>9} {'err':>5}",
+        f" {'peak r/s':>9} {'r/s/core':>9} {'us/req':>7} {'err':>5}",
         f"{'':<28} {'(ms @ ' + str(int(rate)) + ' r/s)':>26} {'(ms over direct)':>26}",
     ]
     for r in rows:
         s, p = r["steady"], r["peak"]
         per_core = f"{r['rps_per_core']:.0f}" if r["rps_per_core"] else "-"
+        us = f"{r['cpu_us_per_request']:.0f}" if r.get("cpu_us_per_request") else "-"
+        errors = s["errors"] + p["errors"] + r.get("at_cpu_rate", {}).get("errors", 0)
         lines.append(
             f"{r['target']:<28} {s['mean_ms']:>8.3f} {s['p50_ms']:>8.3f} {s['p99_ms']:>8.3f}"
             f" {s['mean_ms'] - direct['mean_ms']:>8.3f} {s['p50_ms'] - direct['p50_ms']:>8.3f}"
-            f" {s['p99_ms'] - direct['p99_ms']:>8.3f} {p['rps']:>9.0f} {per_core:>9}"
-            f" {s['errors'] + p['errors']:>5}"
+            f" {s['p99_ms'] - direct['p99_ms']:>8.3f} {p['rps']:>9.0f} {per_core:>9} {us:>7}"
+            f" {errors:>5}"
         )
     return "\n".join(lines)
 
@@ -292,6 +315,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--peak-duration", type=float, default=8.0)
+    p.add_argument(
+        "--cpu-rate",
+        type=float,
+        default=2000.0,
+        help="open-loop req/s at which each router's CPU per request is measured (us/req)",
+    )
     p.add_argument("--vllm-router", help="path of the vllm-router binary (default: on PATH)")
     p.add_argument("--policies", default="round_robin,power_of_two,cache_aware")
     p.add_argument("--no-envoy", action="store_true", help="leave Envoy + the EPP out")
