@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from trafficmgr.gateway.tracing import GatewayTracer, RequestTrace
 
 log = logging.getLogger("trafficmgr.gateway")
+WIRE_CODES = {400: "bad_request", 431: "headers_too_large", 500: "internal_error"}
 access_log = logging.getLogger("trafficmgr.gateway.access")
 
 
@@ -76,8 +77,10 @@ class GatewayApp:
             )
         return error_response(404, "not_found", f"no route {request.method} {request.path}")
 
-    async def start(self) -> None:
-        await self.proxy.start()
+    def refusal(self, status: int, message: str) -> Response:
+        """The answer to a request refused at the wire (``http``: bad bytes, a head too
+        large, an unhandled error), in the same OpenAI shape as every other refusal."""
+        return error_response(status, WIRE_CODES.get(status, "bad_request"), message)
 
     async def stop(self) -> None:
         await self.proxy.close()

@@ -16,7 +16,9 @@ What a client can rely on:
 - limits: the request line and headers together at most ``MAX_HEAD_BYTES`` (431), the body
   at most ``max_body_bytes`` (``Request.read`` raises ``BodyTooLarge``; the connection closes
   after the answer, the rest of the body unread); bytes that are not HTTP get a 400 and the
-  connection closes; ``Expect: 100-continue`` is answered before the body is read;
+  connection closes (these answers are the caller's ``refusal``: the gateway's are in
+  OpenAI's error shape, as its other refusals); ``Expect: 100-continue`` is answered
+  before the body is read;
 - writes wait while the client's socket buffer is full (a slow reader slows its stream).
 """
 
@@ -29,7 +31,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from http import HTTPStatus
 
 import httptools
-import msgspec
 
 log = logging.getLogger("trafficmgr.gateway")
 
@@ -64,14 +65,11 @@ class Request:
         "method",
         "path",
         "peer",
-        "query",
     )
 
     def __init__(self, conn: HttpProtocol, method: str, url: bytes, headers: Headers) -> None:
-        parsed = httptools.parse_url(url)
         self.method = method
-        self.path = parsed.path.decode("latin-1")
-        self.query = (parsed.query or b"").decode("latin-1")
+        self.path = httptools.parse_url(url).path.decode("latin-1")  # the query is not read
         self.headers = headers
         self.peer = conn.peer
         self.keep_alive = True
@@ -159,10 +157,6 @@ class StreamResponse:
     def content_type(self, value: str) -> None:
         self.headers["Content-Type"] = value
 
-    @property
-    def prepared(self) -> bool:
-        return self._conn is not None
-
     async def prepare(self, request: Request) -> None:
         """Send the status line and the headers."""
         conn = request._conn
@@ -195,6 +189,7 @@ class StreamResponse:
 
 Answer = Response | StreamResponse
 Handler = Callable[[Request], Awaitable[Answer]]
+Refusal = Callable[[int, str], Response]  # (status, message) → the answer to bytes refused
 
 
 def _lines(status: int, headers: Iterable[tuple[str, str]]) -> str:
@@ -217,13 +212,6 @@ def whole(response: Response, keep_alive: bool) -> bytes:
         f"{text}Content-Length: {len(response.body)}\r\n{close}\r\n".encode("latin-1")
         + response.body
     )
-
-
-def plain_error(status: int, message: str) -> bytes:
-    body = msgspec.json.encode(
-        {"error": {"message": message, "type": "invalid_request_error", "code": "bad_request"}}
-    )
-    return whole(Response(status=status, body=body, content_type="application/json"), False)
 
 
 class HttpProtocol(asyncio.Protocol):
@@ -343,7 +331,8 @@ class HttpProtocol(asyncio.Protocol):
         except Exception:
             log.exception("unhandled error serving %s %s", request.method, request.path)
             if not self.closed:
-                self.transport.write(plain_error(500, "internal error"))  # type: ignore[union-attr]
+                answer = self.server.refusal(500, "internal error")
+                self.transport.write(whole(answer, False))  # type: ignore[union-attr]
             self._close()
             return
         finally:
@@ -386,7 +375,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _refuse(self, status: int, message: str) -> None:
         if self._task is None and not self.closed and self.transport is not None:
-            self.transport.write(plain_error(status, message))
+            self.transport.write(whole(self.server.refusal(status, message), False))
         self._close()
 
     def _close(self) -> None:
@@ -402,8 +391,11 @@ class HttpProtocol(asyncio.Protocol):
 class HttpServer:
     """Listen on ``host:port`` and serve ``handler``; ``stop`` drains."""
 
-    def __init__(self, handler: Handler, *, max_body_bytes: int, keepalive_s: float = 75.0):
+    def __init__(
+        self, handler: Handler, refusal: Refusal, *, max_body_bytes: int, keepalive_s: float = 75.0
+    ):
         self.handler = handler
+        self.refusal = refusal
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s
         self.connections: set[HttpProtocol] = set()

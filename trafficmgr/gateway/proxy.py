@@ -91,9 +91,6 @@ class Proxy:
             settings.connect_timeout_s, settings.keepalive_s, settings.max_connections, fixed
         )
 
-    async def start(self) -> None:
-        pass  # connections open on first use
-
     async def close(self) -> None:
         self._pool.close()
 

@@ -98,8 +98,7 @@ async def start_gateway(
     await loop.run_in_executor(None, core.maintain)
     await loop.run_in_executor(None, core.warm)  # e.g. open the GeoIP database now
     app = GatewayApp(core, settings)
-    await app.start()
-    server = HttpServer(app, max_body_bytes=settings.max_body_bytes)
+    server = HttpServer(app, app.refusal, max_body_bytes=settings.max_body_bytes)
     bound = await server.start(host, port, reuse_port=reuse_port)
     maintainer = Maintainer(core)
     maintainer.start()

@@ -71,9 +71,6 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(UpstreamBroken(f"not an HTTP response: {exc}"))
 
-    def eof_received(self) -> bool | None:
-        return None  # close the transport: a response without a length ends here
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pool.forget(self)
@@ -84,12 +81,6 @@ class Connection(asyncio.Protocol):
             if not response.complete:
                 why = type(exc).__name__ if exc else "closed by the endpoint"
                 response.fail(UpstreamBroken(f"connection lost ({why})"))
-
-    def pause_writing(self) -> None:  # requests are small; nothing to hold back
-        pass
-
-    def resume_writing(self) -> None:
-        pass
 
     # --- httptools callbacks ---
 
