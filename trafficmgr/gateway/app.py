@@ -16,6 +16,7 @@ import functools
 import ipaddress
 import logging
 import os
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -43,16 +44,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("trafficmgr.gateway")
 WIRE_CODES = {400: "bad_request", 431: "headers_too_large", 500: "internal_error"}
 access_log = logging.getLogger("trafficmgr.gateway.access")
+# Request ids: 128 random bits from a generator seeded by the OS (again in a forked worker),
+# not one ``getrandom`` system call per request: an id must be unique, not secret.
+_IDS = random.Random()
+os.register_at_fork(after_in_child=_IDS.seed)
 
 
 class GatewayApp:
     """The routes, and what every request needs: the core, the proxy, metrics, settings."""
 
     def __init__(self, core: RequestPath, settings: GatewaySettings) -> None:
+        """Build on the loop that will serve it."""
         self.core = core
         self.settings = settings
         self.metrics = GatewayMetrics(core)
-        self.proxy = Proxy(core, settings, self.metrics)
+        self.proxy = Proxy(core, settings, self.metrics, asyncio.get_running_loop())
         self.tracer = _tracer(settings)
         self.routes: dict[tuple[str, str], Callable[[GatewayApp, Request], Awaitable[Answer]]] = {
             ("POST", "/v1/chat/completions"): chat_completions,
@@ -136,7 +142,7 @@ async def _handle(
 ) -> Answer:
     core, settings = app.core, app.settings
     given = request.headers.get("x-request-id")
-    rid = header_text(given, 128) if given else os.urandom(16).hex()  # 32 hex digits
+    rid = header_text(given, 128) if given else f"{_IDS.getrandbits(128):032x}"  # 32 hex digits
     headers = {"x-request-id": rid}
     refused = await _authenticate(request, core, headers)
     if isinstance(refused, Response):

@@ -11,12 +11,12 @@ simulated server's bill.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from trafficmgr.routing.prompt import chat_prompt
+from trafficmgr.routing.values import value
 
 MAX_OUTPUT_TOKENS = 1_000_000
 _DECODER = msgspec.json.Decoder()
@@ -30,7 +30,7 @@ class BodyError(Exception):
         self.code, self.message, self.param = code, message, param
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Body:
     """What the gateway reads from a completion request."""
 

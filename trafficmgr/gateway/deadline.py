@@ -17,13 +17,16 @@ from types import TracebackType
 
 
 class Deadline:
-    """``async with Deadline(s):`` raise TimeoutError when ``s`` pass without a ``touch()``."""
+    """``async with Deadline(s):`` raise TimeoutError when ``s`` pass without a ``touch()``.
+
+    ``loop``: the running loop, when the caller holds it (asking asyncio for it costs a
+    ``getpid`` system call each time)."""
 
     __slots__ = ("_cancelling", "_expired", "_handle", "_loop", "_task", "idle_s", "touched")
 
-    def __init__(self, idle_s: float) -> None:
+    def __init__(self, idle_s: float, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.idle_s = idle_s
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop or asyncio.get_running_loop()
         self.touched = self._loop.time()
         self._task: asyncio.Task[object] | None = None
         self._handle: asyncio.TimerHandle | None = None
@@ -35,7 +38,7 @@ class Deadline:
         self.touched = self._loop.time()
 
     async def __aenter__(self) -> Deadline:
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)
         if task is None:
             raise RuntimeError("Deadline must be used inside a task")
         self._task, self._cancelling = task, task.cancelling()

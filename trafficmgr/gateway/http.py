@@ -69,7 +69,7 @@ class Request:
 
     def __init__(self, conn: HttpProtocol, method: str, url: bytes, headers: Headers) -> None:
         self.method = method
-        self.path = httptools.parse_url(url).path.decode("latin-1")  # the query is not read
+        self.path = _path(url)
         self.headers = headers
         self.peer = conn.peer
         self.keep_alive = True
@@ -107,7 +107,7 @@ class Request:
         """Return the whole body; raise ``BodyTooLarge`` past the server's limit."""
         self._conn.continue_if_expected(self)
         while not self._complete and not self._too_large:
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = self._conn.server.loop.create_future()
             try:
                 await self._waiter
             finally:
@@ -115,6 +115,13 @@ class Request:
         if self._too_large:
             raise BodyTooLarge
         return b"".join(self._chunks)
+
+
+def _path(url: bytes) -> str:
+    """Return the path of a request target (the query is not read)."""
+    if url[:1] == b"/" and b"?" not in url and b"#" not in url:
+        return url.decode("latin-1")  # origin form, the usual case: nothing to parse
+    return httptools.parse_url(url).path.decode("latin-1")
 
 
 class Response:
@@ -282,7 +289,9 @@ class HttpProtocol(asyncio.Protocol):
         self._count(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value))
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > MAX_HEAD_BYTES:
+            raise ValueError("request head too large")
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         old = self._headers.get(key)
@@ -316,7 +325,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _next(self) -> None:
         if self._queue and not self.closed:
-            self._task = asyncio.get_running_loop().create_task(self._serve(self._queue.popleft()))
+            self._task = self.server.loop.create_task(self._serve(self._queue.popleft()))
         else:
             self._task = None
             self.last_active = self.server.loop.time()
@@ -364,7 +373,7 @@ class HttpProtocol(asyncio.Protocol):
             raise ConnectionResetError("the client closed the connection")
         if not self._paused:
             return
-        self._drained = asyncio.get_running_loop().create_future()
+        self._drained = self.server.loop.create_future()
         await self._drained
         if self.closed:
             raise ConnectionResetError("the client closed the connection")

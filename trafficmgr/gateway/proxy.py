@@ -17,6 +17,7 @@ the upstream response is closed, which makes the server abort the generation.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -78,8 +79,15 @@ class Exchange:
 class Proxy:
     """The pooled client to the endpoints and the attempt loop."""
 
-    def __init__(self, core: RequestPath, settings: GatewaySettings, metrics: GatewayMetrics):
+    def __init__(
+        self,
+        core: RequestPath,
+        settings: GatewaySettings,
+        metrics: GatewayMetrics,
+        loop: asyncio.AbstractEventLoop,
+    ):
         self.core = core
+        self.loop = loop  # held: asking asyncio for the running loop costs a system call
         self.settings = settings
         self.metrics = metrics
         self.budget = RetryBudget(settings.retry_budget_ratio, settings.retry_budget_per_s)
@@ -133,7 +141,7 @@ class Proxy:
         wait = s.first_byte_timeout_s if ex.stream else s.request_timeout_s
         resp: UpstreamResponse | None = None
         try:
-            async with Deadline(wait):
+            async with Deadline(wait, self.loop):
                 resp = await self._pool.post(target.address, ex.path, ex.body, headers)
                 failure = await self._check_status(resp, target)
                 if failure is not None:
@@ -276,7 +284,7 @@ class Proxy:
         idle = self.settings.idle_timeout_s
         handle, progress = ex.plan.handle, self.core.progress
         try:
-            async with Deadline(idle) as deadline:
+            async with Deadline(idle, self.loop) as deadline:
                 while True:
                     chunk = await resp.readany()
                     if not chunk:

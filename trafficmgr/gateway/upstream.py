@@ -45,9 +45,10 @@ class UpstreamBroken(UpstreamError):
 class Connection(asyncio.Protocol):
     """One keep-alive connection and the response being read from it."""
 
-    def __init__(self, pool: UpstreamPool, address: str) -> None:
+    def __init__(self, pool: UpstreamPool, address: str, loop: asyncio.AbstractEventLoop) -> None:
         self.pool = pool
         self.address = address
+        self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.pooled = False
@@ -125,8 +126,7 @@ class Connection(asyncio.Protocol):
         if self.closed or response is None or not response.keep_alive:
             self.abort()
             return
-        self._parser = httptools.HttpResponseParser(self)
-        self.pool.put(self)
+        self.pool.put(self)  # the parser reads the next response as it read this one
 
     def abort(self) -> None:
         self.closed = True
@@ -221,7 +221,7 @@ class UpstreamResponse:
             waiter.set_result(None)
 
     async def _wait(self) -> None:
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = self._conn.loop.create_future()
         try:
             await self._waiter
         finally:
@@ -329,7 +329,7 @@ class UpstreamPool:
         try:
             async with asyncio.timeout(self.connect_timeout_s):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(self, address), host, int(port)
+                    lambda: Connection(self, address, loop), host, int(port)
                 )
         except TimeoutError:
             raise ConnectFailed(

@@ -45,6 +45,7 @@ class Learner:
         self._own: Counter[Completion] = Counter()
         self._own_order: deque[Completion] = deque()
         self._outbox: list[Completion] = []
+        self._unsettled: list[Completion] = []
 
     def picker(self, strategy: str, seed: int = 0) -> Picker:
         """Build a picker sharing what this process learns."""
@@ -70,16 +71,27 @@ class Learner:
                 c.prefix_hashes[:STORED_PREFIX_HASHES],
             )  # else it is already as the control plane keeps it (a frozen value)
         self._outbox.append(stored)
-        self._own[stored] += 1
-        self._own_order.append(stored)
-        if len(self._own_order) > OWN_MEMORY:
-            old = self._own_order.popleft()
-            self._own[old] -= 1
-            if self._own[old] <= 0:
-                del self._own[old]
+        self._unsettled.append(stored)  # remembered as own before it is reported
+        if len(self._unsettled) >= OWN_MEMORY:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Remember the completions queued since last time as this process's own: here, off
+        the request path (hashing a completion costs more than the rest of ``completed``)."""
+        own, order = self._own, self._own_order
+        for stored in self._unsettled:
+            own[stored] += 1
+            order.append(stored)
+        self._unsettled = []
+        while len(order) > OWN_MEMORY:
+            old = order.popleft()
+            own[old] -= 1
+            if own[old] <= 0:
+                del own[old]
 
     def drain_reports(self) -> list[Completion]:
         """Return (and forget) the completions not yet reported."""
+        self._settle()  # own before the stream can return them
         out, self._outbox = self._outbox, []
         return out
 
@@ -90,6 +102,8 @@ class Learner:
 
     def learn_stream(self, region: str, entries: Sequence[StreamEntry]) -> None:
         """Learn from completions other processes reported for a region."""
+        if self._unsettled:
+            self._settle()
         at = self._stream_at.get(region)
         last = stream_position(at) if at is not None else None
         for entry_id, c in entries:

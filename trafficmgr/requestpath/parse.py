@@ -7,12 +7,11 @@ model with the same 404.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from trafficmgr.requestpath.types import Refusal, RequestInfo
 from trafficmgr.routing.picker import STRATEGIES
 from trafficmgr.routing.prompt import word_prefix_hashes
 from trafficmgr.routing.types import Priority
+from trafficmgr.routing.values import value
 
 STRATEGY_HEADER = "x-trafficmgr-strategy"
 PRIORITY_HEADER = "x-trafficmgr-priority"
@@ -22,7 +21,7 @@ _DEFAULT_PRIORITY = Priority.INTERACTIVE.value  # an enum's ``.value`` is a Pyth
 _STRATEGIES = frozenset(STRATEGIES)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Parsed:
     """A request's routing inputs, validated."""
 

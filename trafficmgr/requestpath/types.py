@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from trafficmgr.routing.values import value
+
 
 @dataclass(frozen=True, slots=True)
 class ClientIdentity:
@@ -21,7 +23,7 @@ class ClientIdentity:
     tenant: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RequestInfo:
     """One inference request as a front read it.
 
@@ -46,7 +48,7 @@ class RequestInfo:
     subset: frozenset[str] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Target:
     """One endpoint a request may be sent to."""
 
@@ -55,7 +57,7 @@ class Target:
     region: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Plan:
     """Where a request goes: ``targets`` in fallback order, the pick first.
 
@@ -103,7 +105,7 @@ ERROR_TYPES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Usage:
     """Token counts of one finished request: the upstream's usage, or counted."""
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from trafficmgr.routing.estimator import OutputLengthEstimator, ServiceRates, service_rates
 from trafficmgr.routing.types import AdminState, Endpoint, GpuProfile, Request
+from trafficmgr.routing.values import value
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class EndpointLoad:
     """Live view of one endpoint for the picker."""
 
@@ -36,7 +36,7 @@ class EndpointLoad:
     cached_prefixes: frozenset[int] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Pick:
     endpoint: str | None  # None: no endpoint can take it
     reason: str

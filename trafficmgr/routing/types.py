@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from trafficmgr.routing.countrysets import set_countries
+from trafficmgr.routing.values import value
 
 
 class AdminState(StrEnum):
@@ -262,7 +263,7 @@ class Heartbeat:
 # --- requests and the routing table ---------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Request:
     model: str
     client: ClientLocation
