@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from trafficmgr.gateway.deadline import Deadline
+from trafficmgr.gateway.deadline import Deadline, DeadlineClock
 from trafficmgr.gateway.errors import error_response
 from trafficmgr.gateway.http import Request, Response, StreamResponse
 from trafficmgr.gateway.metrics import GatewayMetrics
@@ -87,7 +87,7 @@ class Proxy:
         loop: asyncio.AbstractEventLoop,
     ):
         self.core = core
-        self.loop = loop  # held: asking asyncio for the running loop costs a system call
+        self.deadlines = DeadlineClock(loop)  # every attempt's timeouts, one tick for all
         self.settings = settings
         self.metrics = metrics
         self.budget = RetryBudget(settings.retry_budget_ratio, settings.retry_budget_per_s)
@@ -141,7 +141,7 @@ class Proxy:
         wait = s.first_byte_timeout_s if ex.stream else s.request_timeout_s
         resp: UpstreamResponse | None = None
         try:
-            async with Deadline(wait, self.loop):
+            async with Deadline(wait, self.deadlines):
                 resp = await self._pool.post(target.address, ex.path, ex.body, headers)
                 failure = await self._check_status(resp, target)
                 if failure is not None:
@@ -284,7 +284,7 @@ class Proxy:
         idle = self.settings.idle_timeout_s
         handle, progress = ex.plan.handle, self.core.progress
         try:
-            async with Deadline(idle, self.loop) as deadline:
+            async with Deadline(idle, self.deadlines) as deadline:
                 while True:
                     chunk = await resp.readany()
                     if not chunk:
