@@ -195,3 +195,34 @@ def test_a_response_abandoned_half_read_is_not_reused() -> None:
             p.close()
 
     asyncio.run(go())
+
+
+def test_a_body_that_arrived_whole_is_taken_at_once_and_its_connection_reused() -> None:
+    async def head_then_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            body = await read_request(reader)
+            if body == b"slow":  # the head first, the body a moment later
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.1)
+                writer.write(b"late")
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+            await writer.drain()
+
+    async def go() -> None:
+        server = Server(head_then_body)
+        async with server as address:
+            p = pool()
+            r = await p.post(address, "/", b"fast", {})
+            await asyncio.sleep(0.05)  # head and body are in one packet: both arrived
+            assert r.arrived() == b"fast"
+            r = await p.post(address, "/", b"slow", {})
+            assert r.arrived() is None  # the head only: nothing taken, nothing released
+            assert await r.read() == b"late"
+            r = await p.post(address, "/", b"again", {})
+            assert (r.arrived() or await r.read()) == b"again"
+            assert server.connections == 1  # every response was read whole: one connection
+            p.close()
+
+    asyncio.run(go())

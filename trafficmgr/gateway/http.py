@@ -103,6 +103,13 @@ class Request:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
+    def arrived(self) -> bytes | None:
+        """Return the whole body if it has all arrived (usual for a small one), else None
+        (then ``read``, which waits for it, answers ``Expect`` and checks the limit)."""
+        if self._complete and not self._too_large:
+            return b"".join(self._chunks) if len(self._chunks) != 1 else self._chunks[0]
+        return None
+
     async def read(self) -> bytes:
         """Return the whole body; raise ``BodyTooLarge`` past the server's limit."""
         self._conn.continue_if_expected(self)

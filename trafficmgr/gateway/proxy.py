@@ -143,9 +143,8 @@ class Proxy:
         try:
             async with Deadline(wait, self.deadlines):
                 resp = await self._pool.post(target.address, ex.path, ex.body, headers)
-                failure = await self._check_status(resp, target)
-                if failure is not None:
-                    return failure
+                if resp.status >= 500 or resp.status == 429:
+                    return await self._refused_by(resp, target)
                 if resp.status >= 400:
                     return await self._passed_back(ex, target, resp, sent)
                 if not ex.stream:
@@ -181,10 +180,9 @@ class Proxy:
             if first:
                 return first, tokens
 
-    async def _check_status(self, resp: UpstreamResponse, target: Target) -> Failure | None:
+    async def _refused_by(self, resp: UpstreamResponse, target: Target) -> Failure:
+        """Return the failure an upstream 5xx or 429 is (retried elsewhere)."""
         status = resp.status
-        if status < 500 and status != 429:
-            return None
         try:
             detail = (await resp.read(512)).decode(errors="replace")
         finally:
@@ -195,13 +193,16 @@ class Proxy:
             return Failure(Outcome.THROTTLED, f"{target.name}: 429 {detail[:200]}", after)
         return Failure(Outcome.SERVER_ERROR, f"{target.name}: {status} {detail[:200]}")
 
-    def _headers(self, ex: Exchange, target: Target, sent: float) -> dict[str, str]:
+    def _headers(
+        self, ex: Exchange, target: Target, sent: float, content_type: str
+    ) -> dict[str, str]:
         return {
             "x-request-id": ex.request_id,
             "x-trafficmgr-region": target.region,
             "x-trafficmgr-endpoint": target.name,
             "x-trafficmgr-reason": header_text(ex.plan.reason),
             "x-trafficmgr-overhead-ms": f"{(sent - ex.started) * 1000:.3f}",
+            "Content-Type": content_type,
         }
 
     async def _passed_back(
@@ -214,16 +215,15 @@ class Proxy:
         return Response(
             status=resp.status,
             body=body,
-            headers={
-                **self._headers(ex, target, sent),
-                "Content-Type": resp.headers.get("content-type", "application/json"),
-            },
+            headers=self._headers(
+                ex, target, sent, resp.headers.get("content-type", "application/json")
+            ),
         )
 
     async def _whole(
         self, ex: Exchange, target: Target, resp: UpstreamResponse, sent: float
     ) -> Response | Failure:
-        body = await resp.read()
+        body = resp.arrived() or await resp.read()
         try:
             usage = whole_usage(body)
         except msgspec.DecodeError:
@@ -232,7 +232,7 @@ class Proxy:
         self._answered(ex, target, 200, time.perf_counter() - ex.started, usage, OK)
         return Response(
             body=body,
-            headers={**self._headers(ex, target, sent), "Content-Type": "application/json"},
+            headers=self._headers(ex, target, sent, "application/json"),
         )
 
     async def _stream(
@@ -246,8 +246,7 @@ class Proxy:
         tokens: int,
     ) -> StreamResponse:
         """Commit to this endpoint: forward the first event, then the rest as it comes."""
-        out = StreamResponse(headers=self._headers(ex, target, sent))
-        out.content_type = "text/event-stream"
+        out = StreamResponse(headers=self._headers(ex, target, sent, "text/event-stream"))
         out.headers["Cache-Control"] = "no-cache"
         ttft = time.perf_counter() - ex.started
         if tokens:

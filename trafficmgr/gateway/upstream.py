@@ -253,6 +253,20 @@ class UpstreamResponse:
                 raise self._error
             await self._wait()
 
+    def arrived(self) -> bytes | None:
+        """Return the whole body if it has all arrived (the connection goes back to the
+        pool), else None: then ``read`` waits for it."""
+        if not self.complete or self._error is not None:
+            return None
+        chunks = self._chunks
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        if self._buffered > LOW_WATER:
+            self._conn.resume()
+        self._buffered = 0
+        self.release()
+        return data
+
     async def read(self, limit: int | None = None) -> bytes:
         """Return the whole body (or its first ``limit`` bytes, the rest discarded)."""
         parts = []
