@@ -20,7 +20,13 @@ Phases, per target (direct, trafficmgr, Envoy + the EPP, vLLM Router per policy)
    work even when the servers and the load generator, not the router, bound a fast router's
    peak.
 
-    .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--json OUT]
+    .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--rounds N] [--json OUT]
+
+A shared machine drifts over minutes, and the targets are measured one after the other:
+``--rounds N`` measures every target N times in turn (round 1: all targets, round 2: all
+again, ...) and reports each figure's median over the rounds, and the gateway's ratios to
+vLLM Router's best policy round by round (the ≥ 0.5 × peak target is read on them: peak
+req/s, req/s per router CPU-second, CPU µs per request).
 
 Envoy + the EPP (``bench/envoy_epp.py``: ``python -m trafficmgr.epp`` and Envoy from
 ``bench/envoy_env.sh``, both on the routers' core, ``--envoy-workers`` worker threads) is one
@@ -41,6 +47,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -328,6 +335,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--envoy-body-modes", default="buffered,streamed", help="request body modes to measure"
     )
+    p.add_argument(
+        "--rounds", type=int, default=1, help="measure every target this many times, in turn"
+    )
     p.add_argument("--json", help="write the rows as JSON here")
     p.add_argument("--loadgen", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -353,16 +363,76 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for port in sim_ports:
                 wait_ready(port, "/health")
-            rows = targets(args, sim_ports, fleet)
+            rounds = []
+            for i in range(max(1, args.rounds)):
+                print(f"round {i + 1}/{max(1, args.rounds)}", file=sys.stderr)
+                rounds.append(targets(args, sim_ports, fleet))
         finally:
             sim.terminate()
             sim.wait(10)
+    rows = medians(rounds)
     print(table(rows, args.rate))
+    if len(rounds) > 1:
+        print(f"(medians of {len(rounds)} rounds)")
+    for line in against_vllm_router(rounds):
+        print(line)
     print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        doc = rows if len(rounds) == 1 else {"medians": rows, "rounds": rounds}
+        Path(args.json).write_text(json.dumps(doc, indent=2))
     return 0
+
+
+def medians(rounds: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Return one row per target: every figure the median of its rounds (one round: as is)."""
+    if len(rounds) == 1:
+        return list(rounds[0])
+    out = []
+    for per_round in zip(*rounds, strict=True):
+        out.append(_median_of(list(per_round)))
+    return out
+
+
+def _median_of(values: list[Any]) -> Any:
+    first = values[0]
+    if isinstance(first, dict):
+        return {k: _median_of([v[k] for v in values]) for k in first}
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+    return first
+
+
+def against_vllm_router(rounds: Sequence[Sequence[dict[str, Any]]]) -> list[str]:
+    """Return the gateway's ratios to vLLM Router's best policy, per round and their median:
+    peak req/s, req/s per router CPU-second, and CPU µs per request (its inverse: higher is
+    better for the gateway in all three)."""
+    ratios = []
+    for rows in rounds:
+        gateway = next((r for r in rows if r["target"].startswith("trafficmgr")), None)
+        peers = [r for r in rows if r["target"].startswith("vllm-router")]
+        if gateway is None or not peers:
+            return []
+        peak = gateway["peak"]["rps"] / max(r["peak"]["rps"] for r in peers)
+        per_core = [r["rps_per_core"] for r in peers if r["rps_per_core"]]
+        core = (gateway["rps_per_core"] or 0.0) / max(per_core) if per_core else None
+        costs = [r["cpu_us_per_request"] for r in peers if r.get("cpu_us_per_request")]
+        mine = gateway.get("cpu_us_per_request")
+        cpu = min(costs) / mine if costs and mine else None
+        ratios.append((peak, core, cpu))
+    lines = ["trafficmgr / vLLM Router's best policy (target: >= 0.5 x on one core)"]
+    lines.append(f"{'':<10} {'peak req/s':>11} {'req/CPU-s':>10} {'1/(CPU us)':>11}")
+
+    def fmt(x: float | None) -> str:
+        return f"{x:.2f} x" if x is not None else "-"
+
+    for i, (peak, core, cpu) in enumerate(ratios):
+        lines.append(f"{'round ' + str(i + 1):<10} {fmt(peak):>11} {fmt(core):>10} {fmt(cpu):>11}")
+    if len(ratios) > 1:
+        mid = [_median_of([r[k] for r in ratios]) for k in range(3)]
+        lines.append(f"{'median':<10} {fmt(mid[0]):>11} {fmt(mid[1]):>10} {fmt(mid[2]):>11}")
+    return lines
 
 
 if __name__ == "__main__":
