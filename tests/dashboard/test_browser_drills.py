@@ -169,6 +169,16 @@ def test_the_drill_banner_and_panel_at_phone_width(
         box = node.bounding_box()
         assert box is None or box["x"] + box["width"] <= 391, node.inner_text()
     keep(shoot(page, "#drills-panel", "drills-phone"), "dashboard-phone.png")
-    page.locator("#drills-active [data-abort]").click()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    abort = page.locator("#drills-active [data-abort]")
+    try:
+        abort.click(timeout=15_000)
+    except PlaywrightTimeout:
+        # On a machine loaded by the rest of the suite the drill can end before the click
+        # (its guardrails stop it when late heartbeats make the rest of the fleet look unwell,
+        # or a runner whose liveness lapsed is rolled back): it must then have left the panel.
+        assert abort.count() == 0, "the drill is under way but its Abort button cannot be clicked"
+        print(f"drill ended before the click: {page.inner_text('#drills-recent tbody')[:300]}")
     page.wait_for_selector("#drill-banner", state="hidden", timeout=20_000)
     assert page_errors == []
