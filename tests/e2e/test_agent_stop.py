@@ -133,9 +133,9 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
         back_after = time.time() - resumed_at
         try:
             # Within the same bound from SIGCONT, not a fixed time after the API's answer: in
-            # one CI run the API showed a healthy full-ramp table 0.01 s after SIGCONT that
-            # the feed never carried (the feed then showed down, recovering 0.05, 0.25, 0.50
-            # ... as it should); the feed is the published truth the rest checks.
+            # one CI run the API showed a healthy full-ramp table 0.01 s after SIGCONT, while
+            # every table the feed carried after SIGCONT showed down, then recovering 0.05,
+            # 0.25, 0.50 ... as it should; the feed is the published truth the rest checks.
             wait_until(
                 lambda: feed.first(resumed_at, lambda t: t.state(REGION) == "healthy"),
                 max(5.0, recovery_bound - (time.time() - resumed_at)),
