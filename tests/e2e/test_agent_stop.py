@@ -46,7 +46,7 @@ MODEL = "llama-3-70b"
 
 def describe(tables: list[Published], since: float) -> str:
     return "\n".join(
-        f"  +{t.generated_at - since:6.2f}s {t.doc['version']} {REGION}: {t.state(REGION)} "
+        f"  {t.generated_at - since:+7.2f}s {t.doc['version']} {REGION}: {t.state(REGION)} "
         f"ramp {t.ramp(REGION):.2f} weight {t.weight(REGION):.3f}"
         for t in tables
     )
@@ -142,12 +142,12 @@ def test_stopped_agent_is_detected_zeroed_and_ramped_back_after_it_resumes(
                 f"the published table feed to show {REGION} healthy again",
             )
         except AssertionError as exc:  # say what the feed saw, and what interrupted it
-            seen = describe(feed.since(resumed_at), resumed_at)
+            seen = describe(feed.since(stopped_at), resumed_at)  # from SIGSTOP: the stop too
             raise AssertionError(
                 f"{exc}; the API's table {back['version']} ({back.get('source')}, seen "
                 f"{back_after:.2f} s after SIGCONT; the table before SIGSTOP was "
                 f"{settled['version']}), Redis holds {feed.stored_version()}; feed errors "
-                f"{feed.errors}; tables since:\n{seen}"
+                f"{feed.errors}; tables since SIGSTOP (s from SIGCONT):\n{seen}"
             ) from None
         after = feed.since(resumed_at)
         tables = describe(after, resumed_at)
