@@ -9,7 +9,6 @@ from google.protobuf.struct_pb2 import Struct
 
 from trafficmgr.epp.decision import Refusal, Usage
 from trafficmgr.epp.request import (
-    bearer_token,
     client_address,
     header_dict,
     parse_body,
@@ -20,6 +19,7 @@ from trafficmgr.epp.request import (
 )
 from trafficmgr.epp.usage import ResponseReader
 from trafficmgr.epp.wire import error_body, immediate_response
+from trafficmgr.requestpath import bearer_token
 
 
 def test_headers_lowercased_and_repeats_joined() -> None:

@@ -31,7 +31,6 @@ from google.protobuf.struct_pb2 import Struct
 from trafficmgr.epp import wire
 from trafficmgr.epp.decision import ClientIdentity, Decision, Outcome, Plan, Refusal, RequestInfo
 from trafficmgr.epp.request import (
-    bearer_token,
     header_dict,
     parse_body,
     request_info,
@@ -39,6 +38,7 @@ from trafficmgr.epp.request import (
     subset_hint,
 )
 from trafficmgr.epp.usage import ResponseReader
+from trafficmgr.requestpath import bearer_token
 
 FULL_DUPLEX = ProcessingMode.FULL_DUPLEX_STREAMED
 STREAMED = ProcessingMode.STREAMED

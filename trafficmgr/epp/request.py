@@ -27,14 +27,6 @@ def header_dict(headers: HeaderMap) -> dict[str, str]:
     return result
 
 
-def bearer_token(headers: Mapping[str, str]) -> str | None:
-    """The token of ``authorization: Bearer <token>``, or None when absent or another scheme."""
-    scheme, _, token = headers.get("authorization", "").strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
-
-
 def client_address(headers: Mapping[str, str], trusted_hops: int = 0) -> str | None:
     """The client's address from ``x-forwarded-for``, skipping ``trusted_hops`` proxies.
 

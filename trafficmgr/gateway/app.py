@@ -36,6 +36,7 @@ from trafficmgr.requestpath import (
     Refusal,
     RequestInfo,
     RequestPath,
+    bearer_token,
 )
 
 if TYPE_CHECKING:
@@ -137,10 +138,10 @@ async def _handle(
     given = request.headers.get("x-request-id")
     rid = header_text(given, 128) if given else f"{_IDS.getrandbits(128):032x}"  # 32 hex digits
     headers = {"x-request-id": rid}
-    token = _bearer(request)
+    token = bearer_token(request.headers)
     _, who = core.cached_identity(token) if token else (False, None)
     if who is None:  # not seen lately, unknown or none: the whole check answers
-        checked = await _authenticate(request, core, headers)
+        checked = await _authenticate(token, core, headers)
         if isinstance(checked, Response):
             return _rejected(app, checked, "unauthorized", trace)
         who = checked
@@ -200,18 +201,10 @@ def _log_access(request: Request, info: RequestInfo, answer: Answer, started: fl
     )
 
 
-def _bearer(request: Request) -> str | None:
-    """Return the request's bearer token, if it sent one."""
-    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
-    token = token.strip()
-    return token if token and scheme.lower() == "bearer" else None
-
-
 async def _authenticate(
-    request: Request, core: RequestPath, headers: dict[str, str]
+    token: str | None, core: RequestPath, headers: dict[str, str]
 ) -> ClientIdentity | Response:
-    """Return the client's identity, or the 401 to answer."""
-    token = _bearer(request)
+    """Return the identity of the bearer ``token`` (``bearer_token``), or the 401 to answer."""
     if token is None:
         return error_response(
             401,
@@ -299,7 +292,7 @@ def _classify(address: str, trusted: tuple[IpNetwork, ...]) -> bool | None:
 
 async def list_models(app: GatewayApp, request: Request) -> Answer:
     core = app.core
-    refused = await _authenticate(request, core, {})
+    refused = await _authenticate(bearer_token(request.headers), core, {})
     if isinstance(refused, Response):
         return refused
     data = [

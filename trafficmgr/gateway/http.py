@@ -107,7 +107,7 @@ class Request:
         """Return the whole body if it has all arrived (usual for a small one), else None
         (then ``read``, which waits for it, answers ``Expect`` and checks the limit)."""
         if self._complete and not self._too_large:
-            return b"".join(self._chunks) if len(self._chunks) != 1 else self._chunks[0]
+            return self._body()
         return None
 
     async def read(self) -> bytes:
@@ -121,7 +121,11 @@ class Request:
                 self._waiter = None
         if self._too_large:
             raise BodyTooLarge
-        return b"".join(self._chunks)
+        return self._body()
+
+    def _body(self) -> bytes:
+        chunks = self._chunks
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _path(url: bytes) -> str:
@@ -296,9 +300,7 @@ class HttpProtocol(asyncio.Protocol):
         self._count(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._head_bytes += len(name) + len(value)
-        if self._head_bytes > MAX_HEAD_BYTES:
-            raise ValueError("request head too large")
+        self._count(len(name) + len(value))
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         old = self._headers.get(key)

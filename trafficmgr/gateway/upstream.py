@@ -240,12 +240,7 @@ class UpstreamResponse:
         """Return the body bytes that arrived (waiting for some); b"" at its end."""
         while True:
             if self._chunks:
-                data = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
-                self._chunks.clear()
-                if self._buffered > LOW_WATER:
-                    self._conn.resume()
-                self._buffered = 0
-                return data
+                return self._take()
             if self.complete:
                 self.release()
                 return b""
@@ -258,13 +253,18 @@ class UpstreamResponse:
         pool), else None: then ``read`` waits for it."""
         if not self.complete or self._error is not None:
             return None
+        data = self._take()
+        self.release()
+        return data
+
+    def _take(self) -> bytes:
+        """Return and forget the bytes buffered (reading resumes if it was paused)."""
         chunks = self._chunks
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()
         if self._buffered > LOW_WATER:
             self._conn.resume()
         self._buffered = 0
-        self.release()
         return data
 
     async def read(self, limit: int | None = None) -> bytes:

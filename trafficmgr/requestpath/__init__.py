@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.core import RequestPath
-from trafficmgr.requestpath.parse import PRIORITY_HEADER, STRATEGY_HEADER
+from trafficmgr.requestpath.parse import PRIORITY_HEADER, STRATEGY_HEADER, bearer_token
 from trafficmgr.requestpath.source import ControlPlane, StaticSource
 from trafficmgr.requestpath.types import (
     ClientIdentity,
@@ -72,4 +72,5 @@ __all__ = [
     "StaticSource",
     "Target",
     "Usage",
+    "bearer_token",
 ]

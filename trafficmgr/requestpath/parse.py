@@ -7,6 +7,8 @@ model with the same 404.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from trafficmgr.requestpath.types import Refusal, RequestInfo
 from trafficmgr.routing.picker import STRATEGIES
 from trafficmgr.routing.prompt import word_prefix_hashes
@@ -19,6 +21,14 @@ MAX_OUTPUT_TOKENS = 1_000_000  # as ``/route``
 _PRIORITIES = {p.value: p for p in Priority}
 _DEFAULT_PRIORITY = Priority.INTERACTIVE.value  # an enum's ``.value`` is a Python descriptor
 _STRATEGIES = frozenset(STRATEGIES)
+
+
+def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The token of ``authorization: Bearer <token>``, or None when absent or another scheme."""
+    scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
 
 
 @value
