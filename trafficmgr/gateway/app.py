@@ -26,7 +26,7 @@ import msgspec
 from trafficmgr.gateway.body import Body, BodyError, parse_body, with_model
 from trafficmgr.gateway.errors import error_response, refusal_response
 from trafficmgr.gateway.http import Answer, BodyTooLarge, Request, Response
-from trafficmgr.gateway.metrics import GatewayMetrics
+from trafficmgr.gateway.metrics import GatewayMetrics, WorkerShare
 from trafficmgr.gateway.proxy import Exchange, Proxy, header_text
 from trafficmgr.gateway.settings import GatewaySettings, IpNetwork, tracing_wanted
 from trafficmgr.requestpath import (
@@ -58,7 +58,8 @@ class GatewayApp:
         """Build on the loop that will serve it."""
         self.core = core
         self.settings = settings
-        self.metrics = GatewayMetrics(core)
+        share = WorkerShare(settings.metrics_dir) if settings.metrics_dir else None
+        self.metrics = GatewayMetrics(core, share)
         self.proxy = Proxy(core, settings, self.metrics, asyncio.get_running_loop())
         self.tracer = _tracer(settings)
         self.routes: dict[tuple[str, str], Callable[[GatewayApp, Request], Awaitable[Answer]]] = {

@@ -9,16 +9,31 @@ The text is the same as the library's (``_total``, ``_bucket``/``_count``/``_sum
 ``_created``). Rarer figures (retries, rejects) stay library counters; figures the core
 already keeps (in flight per endpoint, queue depth per priority, ejections) are read at
 scrape time instead of being mirrored on every request.
+
+With several worker processes on one port (``--workers N``) a scrape reaches whichever
+worker the kernel hands the connection to, so every worker answers for all of them
+(``WorkerShare``): each writes its figures to a directory the workers share, every
+``SHARE_S`` and when it stops, and a scrape adds the others' latest to its own live ones.
+Counters and histograms are summed (a stopped worker's stay counted, so no counter goes
+back); of gauges, a stopped worker's are dropped and the rest summed, except
+``trafficmgr_gateway_ejected`` (1 while any worker has the endpoint ejected). The others'
+figures are at most ``SHARE_S`` old; ``trafficmgr_gateway_workers`` says how many workers
+are running.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
+import logging
+import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -27,6 +42,10 @@ from trafficmgr.routing.types import Priority
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 ROUTING_BUCKETS = (25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 0.01, 0.05)
+SHARE_S = 1.0  # how often a worker writes its figures for the other workers' scrapes
+EITHER_GAUGES = frozenset({"trafficmgr_gateway_ejected"})  # 1 when any worker says 1
+
+log = logging.getLogger("trafficmgr.gateway")
 
 
 class _CoreCollector(Collector):
@@ -126,7 +145,8 @@ class _Answers(Collector):
 class GatewayMetrics:
     """Requests, latencies, retries, rejects and routing time."""
 
-    def __init__(self, core: RequestPath) -> None:
+    def __init__(self, core: RequestPath, share: WorkerShare | None = None) -> None:
+        self.share = share
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._answers = _Answers()
@@ -171,4 +191,126 @@ class GatewayMetrics:
         self.retries.labels(reason).inc()
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """Return the Prometheus text: this process's figures, plus the other workers'."""
+        if self.share is None:
+            return generate_latest(self.registry)
+        own = list(self.registry.collect())
+        running, stopped = self.share.peers()
+        return generate_latest(_Merged(pooled(own, running, stopped)))
+
+    def publish(self) -> None:
+        """Write this process's figures for the other workers (with several of them)."""
+        if self.share is not None:
+            self.share.publish(self.registry.collect())
+
+
+# One family as a worker writes it: [name, type, help, [[sample, {label: value}, value], ...]]
+Family = list[object]
+
+
+class WorkerShare:
+    """The figures of one gateway's workers, pooled through a directory they all know: a
+    worker writes ``<pid>.json`` there (whole, by rename) and reads the others'."""
+
+    def __init__(self, directory: str | os.PathLike[str], pid: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.pid = os.getpid() if pid is None else pid
+
+    def publish(self, families: Iterable[Metric]) -> None:
+        doc = {
+            "pid": self.pid,
+            "at": time.time(),
+            "families": [
+                [f.name, f.type, f.documentation, [[s.name, s.labels, s.value] for s in f.samples]]
+                for f in families
+            ],
+        }
+        path = self.directory / f"{self.pid}.json"
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, path)
+        except OSError:  # the scrape of another worker then shows this one's older figures
+            log.warning("could not write this worker's metrics to %s", path, exc_info=True)
+
+    def peers(self) -> tuple[list[list[Family]], list[list[Family]]]:
+        """Return the other workers' latest figures: (running ones, stopped ones)."""
+        running: list[list[Family]] = []
+        stopped: list[list[Family]] = []
+        try:
+            paths = sorted(self.directory.glob("*.json"))
+        except OSError:
+            return running, stopped
+        for path in paths:
+            if path.stem == str(self.pid):
+                continue
+            try:
+                doc = json.loads(path.read_text())
+                families, pid = doc["families"], int(doc["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being replaced or unreadable: skipped for this scrape
+            (running if _alive(pid) else stopped).append(families)
+        return running, stopped
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pooled(
+    own: Sequence[Metric], running: Sequence[list[Family]], stopped: Sequence[list[Family]]
+) -> list[Metric]:
+    """Return one worker's families with the others' added (rules in the module doc)."""
+    merged: dict[str, Metric] = {}
+    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+
+    def add(name: str, typ: str, doc: str, samples: Iterable[Sequence[object]]) -> None:
+        family = merged.get(name)
+        if family is None:
+            family = merged[name] = Metric(name, doc, typ)
+            values[name] = {}
+        table = values[name]
+        for sample_name, labels, value in samples:
+            key = (str(sample_name), tuple(sorted(dict(labels).items())))  # type: ignore[call-overload]
+            v = float(value)  # type: ignore[arg-type]
+            old = table.get(key)
+            if old is None:
+                table[key] = v
+            elif key[0].endswith("_created"):
+                table[key] = min(old, v)
+            elif typ == "gauge" and name in EITHER_GAUGES:
+                table[key] = max(old, v)
+            else:
+                table[key] = old + v
+
+    for f in own:
+        add(f.name, f.type, f.documentation, [(s.name, s.labels, s.value) for s in f.samples])
+    for families, alive in [(fs, True) for fs in running] + [(fs, False) for fs in stopped]:
+        for name, typ, doc, samples in families:
+            if typ == "gauge" and not alive:
+                continue  # a stopped worker holds nothing in flight, queued or ejected now
+            add(str(name), str(typ), str(doc), samples)  # type: ignore[arg-type]
+    workers = Metric("trafficmgr_gateway_workers", "Gateway worker processes running", "gauge")
+    workers.add_sample("trafficmgr_gateway_workers", {}, float(1 + len(running)))
+    out = [workers]
+    for name, family in merged.items():
+        for (sample_name, labels), value in values[name].items():
+            family.add_sample(sample_name, dict(labels), value)
+        out.append(family)
+    return out
+
+
+class _Merged:
+    """A registry stand-in for ``generate_latest``: the pooled families."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families

@@ -6,7 +6,9 @@ and its own pooled client to the endpoints; workers bind the same port with ``SO
 and the kernel spreads connections across them. A worker refreshes its view of the control
 plane from a thread (``Maintainer``: the source may block on a database or Redis), never on
 the event loop. SIGINT or SIGTERM drains: the listener closes, requests in flight get
-``shutdown_timeout_s`` to finish, then the process exits.
+``shutdown_timeout_s`` to finish, then the process exits. With several workers, each writes
+its metrics to a directory they share (``GatewaySettings.metrics_dir``, a temporary one made
+here unless given), so that a scrape of any worker answers for all of them.
 
 ``start_gateway`` runs one on the caller's loop (tests, benchmarks).
 """
@@ -18,7 +20,9 @@ import gc
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,6 +31,7 @@ import uvloop
 
 from trafficmgr.gateway.app import GatewayApp
 from trafficmgr.gateway.http import HttpServer
+from trafficmgr.gateway.metrics import SHARE_S
 from trafficmgr.gateway.settings import GatewaySettings
 from trafficmgr.requestpath import ControlPlane, RequestPath, RequestPathConfig
 
@@ -71,6 +76,7 @@ class RunningGateway:
     port: int
     maintainer: Maintainer
     shutdown_timeout_s: float
+    publisher: asyncio.Task[None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -81,6 +87,9 @@ class RunningGateway:
         """Stop listening, let requests in flight finish, stop the maintainer."""
         self.maintainer.stop()
         await self.server.stop(self.shutdown_timeout_s)
+        if self.publisher is not None:
+            self.publisher.cancel()
+        self.app.metrics.publish()  # the final figures, for the workers still running
         await self.app.stop()
 
 
@@ -102,7 +111,17 @@ async def start_gateway(
     bound = await server.start(host, port, reuse_port=reuse_port)
     maintainer = Maintainer(core)
     maintainer.start()
-    return RunningGateway(core, app, server, host, bound, maintainer, settings.shutdown_timeout_s)
+    publisher = loop.create_task(_publish(app)) if settings.metrics_dir else None
+    return RunningGateway(
+        core, app, server, host, bound, maintainer, settings.shutdown_timeout_s, publisher
+    )
+
+
+async def _publish(app: GatewayApp) -> None:
+    """Write this worker's metrics for the others every ``SHARE_S``."""
+    while True:
+        app.metrics.publish()
+        await asyncio.sleep(SHARE_S)
 
 
 def quiet_gc() -> None:
@@ -145,6 +164,25 @@ def serve(
     if workers <= 1:
         _worker(source, host, port, config, settings, False)
         return
+    made = None
+    if settings.metrics_dir is None:
+        made = tempfile.mkdtemp(prefix="trafficmgr-gateway-metrics-")
+        settings = replace(settings, metrics_dir=made)
+    try:
+        _fork_workers(source, host, port, config, settings, workers)
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def _fork_workers(
+    source: SourceArg,
+    host: str,
+    port: int,
+    config: RequestPathConfig,
+    settings: GatewaySettings,
+    workers: int,
+) -> None:
     ctx = multiprocessing.get_context("fork")
     procs = [
         ctx.Process(target=_worker, args=(source, host, port, config, settings, True))

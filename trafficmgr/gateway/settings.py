@@ -36,6 +36,9 @@ class GatewaySettings:
     # OpenTelemetry spans over OTLP/HTTP; None: the standard OTEL_* variables decide
     tracing: bool | None = None
     otlp_endpoint: str | None = None  # the collector's base URL, else OTEL_EXPORTER_OTLP_*
+    # where the workers of one gateway pool their /metrics figures (``serve`` sets one up
+    # for --workers above 1); None: this process answers for itself only
+    metrics_dir: str | None = None
 
 
 def tracing_wanted(settings: GatewaySettings, environ: Mapping[str, str]) -> bool:
