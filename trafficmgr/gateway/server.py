@@ -166,8 +166,11 @@ def serve(
         return
     made = None
     if settings.metrics_dir is None:
-        made = tempfile.mkdtemp(prefix="trafficmgr-gateway-metrics-")
-        settings = replace(settings, metrics_dir=made)
+        try:
+            made = tempfile.mkdtemp(prefix="trafficmgr-gateway-metrics-")
+            settings = replace(settings, metrics_dir=made)
+        except OSError as exc:  # e.g. a read-only file system: serve, each its own figures
+            log.warning("/metrics per worker only: no directory to share them (%s)", exc)
     try:
         _fork_workers(source, host, port, config, settings, workers)
     finally:
