@@ -72,10 +72,14 @@ class GatewayApp:
         }
         self._paths = {path for _, path in self.routes}
 
-    async def __call__(self, request: Request) -> Answer:
+    def __call__(self, request: Request) -> Awaitable[Answer]:
+        # the route's own coroutine, not one awaiting it: a coroutine frame fewer a request
         route = self.routes.get((request.method, request.path))
         if route is not None:
-            return await route(self, request)
+            return route(self, request)
+        return self._unrouted(request)
+
+    async def _unrouted(self, request: Request) -> Answer:
         if request.path in self._paths:
             allowed = ", ".join(m for m, p in self.routes if p == request.path)
             return error_response(
@@ -117,11 +121,16 @@ def _tracer(settings: GatewaySettings) -> GatewayTracer | None:
     return GatewayTracer(settings)
 
 
-async def _completion(app: GatewayApp, request: Request, chat: bool) -> Answer:
+def _completion(app: GatewayApp, request: Request, chat: bool) -> Awaitable[Answer]:
     started = time.perf_counter()
-    tracer = app.tracer
-    if tracer is None:
-        return await _handle(app, request, chat, started, None)
+    if app.tracer is None:  # the handler's coroutine itself: no frame around it
+        return _handle(app, request, chat, started, None)
+    return _traced(app, app.tracer, request, chat, started)
+
+
+async def _traced(
+    app: GatewayApp, tracer: GatewayTracer, request: Request, chat: bool, started: float
+) -> Answer:
     trace = tracer.begin(request.headers, request.method, request.path, started)
     try:
         answer = await _handle(app, request, chat, started, trace)

@@ -106,30 +106,27 @@ class Proxy:
         """Answer the exchange from the first target that serves it (see the module doc)."""
         handle = ex.plan.handle
         try:
-            return await self._attempts(ex)
+            self.budget.deposit()
+            last: Failure | None = None
+            targets = ex.plan.targets[: max(1, self.settings.max_attempts)]
+            for i, target in enumerate(targets):
+                if i > 0:
+                    if not self.budget.allow():
+                        break
+                    assert last is not None
+                    self.metrics.retried(last.outcome.value)
+                self.core.served(handle, target.name)
+                result = await self._attempt(ex, target)
+                if not isinstance(result, Failure):
+                    return result
+                last = result
+                self.core.attempt_failed(handle, result.outcome)
+                if ex.trace is not None:
+                    ex.trace.attempt_failed(target, result.outcome, result.message)
+            return self._exhausted(ex, last)
         finally:
             # a no-op after a normal finish; closes the accounting of a cancelled handler
             self.core.finished(handle, None, Outcome.CANCELLED)
-
-    async def _attempts(self, ex: Exchange) -> Response | StreamResponse:
-        self.budget.deposit()
-        last: Failure | None = None
-        targets = ex.plan.targets[: max(1, self.settings.max_attempts)]
-        for i, target in enumerate(targets):
-            if i > 0:
-                if not self.budget.allow():
-                    break
-                assert last is not None
-                self.metrics.retried(last.outcome.value)
-            self.core.served(ex.plan.handle, target.name)
-            result = await self._attempt(ex, target)
-            if not isinstance(result, Failure):
-                return result
-            last = result
-            self.core.attempt_failed(ex.plan.handle, result.outcome)
-            if ex.trace is not None:
-                ex.trace.attempt_failed(target, result.outcome, result.message)
-        return self._exhausted(ex, last)
 
     async def _attempt(self, ex: Exchange, target: Target) -> Response | StreamResponse | Failure:
         """Send one attempt; a Failure means nothing reached the client (retry elsewhere)."""
@@ -141,7 +138,7 @@ class Proxy:
         wait = s.first_byte_timeout_s if ex.stream else s.request_timeout_s
         resp: UpstreamResponse | None = None
         try:
-            async with Deadline(wait, self.deadlines):
+            with Deadline(wait, self.deadlines):
                 resp = await self._pool.post(target.address, ex.path, ex.body, headers)
                 if resp.status >= 500 or resp.status == 429:
                     return await self._refused_by(resp, target)
@@ -283,7 +280,7 @@ class Proxy:
         idle = self.settings.idle_timeout_s
         handle, progress = ex.plan.handle, self.core.progress
         try:
-            async with Deadline(idle, self.deadlines) as deadline:
+            with Deadline(idle, self.deadlines) as deadline:
                 while True:
                     chunk = await resp.readany()
                     if not chunk:

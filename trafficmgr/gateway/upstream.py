@@ -220,12 +220,12 @@ class UpstreamResponse:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def _wait(self) -> None:
-        self._waiter = self._conn.loop.create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
+    def _wait(self) -> asyncio.Future[None]:
+        """Return a future the next arrival (or failure) resolves; awaited directly, it is a
+        coroutine frame fewer per wait than an ``async def`` (a stream waits once a chunk).
+        A waiter left behind (its reader cancelled) is done, and ``_wake`` skips it."""
+        waiter = self._waiter = self._conn.loop.create_future()
+        return waiter
 
     # --- read by the proxy ---
 
