@@ -1,3 +1,17 @@
+# The request path's hot modules compiled with mypyc (the list: bench/compiled_env.sh), in a
+# stage with a C compiler; the image gets them beside the same sources (docs/gateway.md,
+# "Compiled request path").
+FROM python:3.11-slim AS compiled
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /build
+COPY pyproject.toml README.md ./
+COPY trafficmgr trafficmgr
+COPY bench/compiled_env.sh bench/compiled_env.sh
+# the dev extra: mypy, and the stubs its type check of the sources needs (as make install)
+RUN pip install --no-cache-dir ".[dev]" \
+    && MYPYC=mypyc COMPILED_DIR=out bash bench/compiled_env.sh
+
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
@@ -11,6 +25,10 @@ COPY examples examples
 RUN pip install --no-cache-dir . \
     && useradd --uid 10001 --create-home trafficmgr \
     && mkdir -p /app/var && chown trafficmgr /app/var
+# the compiled modules beside both copies of the same sources: the installed package, and
+# /app's, which comes first on the path of what runs from /app (manage.py, python -m)
+COPY --from=compiled /build/out/src/ /usr/local/lib/python3.11/site-packages/
+COPY --from=compiled /build/out/src/ /app/
 USER 10001
 EXPOSE 8000 5353/udp 5353/tcp
 # The web process, as docker-compose.yml runs it (which also says why each flag); uvicorn reads

@@ -15,16 +15,20 @@ idle work are the same in both runs, so ``(I(N2) - I(N1)) / (N2 - N1)`` is what 
 costs. Valgrind runs a program some 50 times slower, hence the low rates.
 
 ``--strategies`` measures the gateway once per picker (``round_robin`` next to ``ai_aware``
-shows what the cost-based pick adds to a request); ``--policies`` likewise vLLM Router.
+shows what the cost-based pick adds to a request); ``--policies`` likewise vLLM Router;
+``--compiled`` adds the gateway on the compiled build (``bench/compiled_env.sh``: the hot
+modules through mypyc), per picker.
 
     .venv/bin/python bench/gateway_instructions.py [--vllm-router PATH] [--requests 40,400]
-        [--seconds 20] [--strategies ai_aware,round_robin] [--policies power_of_two] [--json OUT]
+        [--seconds 20] [--strategies ai_aware,round_robin] [--policies power_of_two] [--compiled]
+        [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import signal
@@ -38,21 +42,34 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gateway_overhead import FLEET, ROOT, TOKEN, free_port, run_loadgen, start, wait_ready
+from gateway_overhead import (
+    FLEET,
+    ROOT,
+    TOKEN,
+    compiled_env,
+    free_port,
+    run_loadgen,
+    start,
+    wait_ready,
+)
 
 COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
+Target = tuple[str, str, dict[str, str] | None]  # router, picker or policy, environment
+
+
 def instructions(
-    target: tuple[str, str], requests: int, seconds: float, fleet: Path,
+    target: Target, requests: int, seconds: float, fleet: Path,
     sim_ports: tuple[int, int], args: argparse.Namespace,
 ) -> int:  # fmt: skip
     """Return the instructions the router executed in a run sent ``requests`` requests."""
     port = free_port()
-    router, policy = target
+    router, policy, env = target
     if router == "trafficmgr":
         cmd = [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet),
-               "--listen", f"127.0.0.1:{port}", "--token", TOKEN, "--strategy", policy]  # fmt: skip
+               "--listen", f"127.0.0.1:{port}", "--token", TOKEN,
+               "--strategy", policy.removesuffix(", compiled")]  # fmt: skip
         ready = "/healthz"
     else:
         cmd = [args.vllm_router, "--host", "127.0.0.1", "--port", str(port),
@@ -67,6 +84,7 @@ def instructions(
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            env={**os.environ, **env} if env else None,
         )
         try:
             wait_ready(port, ready, timeout=300)
@@ -91,6 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--vllm-router", help="path of the vllm-router binary (default: on PATH)")
     p.add_argument("--strategies", default="ai_aware,round_robin", help="the gateway's pickers")
     p.add_argument("--policies", default="power_of_two", help="vLLM Router's policies")
+    p.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also count the gateway on the compiled build (bench/compiled_env.sh)",
+    )
     p.add_argument("--json", help="write the figures as JSON here")
     args = p.parse_args(argv)
     if shutil.which("valgrind") is None:
@@ -103,9 +126,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         or shutil.which("vllm-router")
         or (str(installed) if installed.exists() else None)
     )
-    targets = [("trafficmgr", s) for s in args.strategies.split(",") if s]
+    strategies = [s for s in args.strategies.split(",") if s]
+    targets: list[Target] = [("trafficmgr", s, None) for s in strategies]
+    if args.compiled:
+        env = compiled_env()
+        targets += [("trafficmgr", f"{s}, compiled", env) for s in strategies]
     if args.vllm_router:
-        targets += [("vllm-router", p) for p in args.policies.split(",") if p]
+        targets += [("vllm-router", p, None) for p in args.policies.split(",") if p]
     sim_ports = (free_port(), free_port())
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,12 @@ Phases, per target (direct, trafficmgr, Envoy + the EPP, vLLM Router per policy)
    work even when the servers and the load generator, not the router, bound a fast router's
    peak.
 
-    .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--rounds N] [--json OUT]
+    .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--rounds N] [--compiled]
+        [--json OUT]
+
+``--compiled`` also measures the gateway running its hot modules compiled with mypyc
+(``bench/compiled_env.sh``, built first when its sources changed), as the container image
+runs it.
 
 A shared machine drifts over minutes, and the targets are measured one after the other:
 ``--rounds N`` measures every target N times in turn (round 1: all targets, round 2: all
@@ -103,10 +108,25 @@ def pinned(cmd: list[str], cpu: str) -> list[str]:
     return cmd
 
 
-def start(cmd: list[str], cpu: str) -> subprocess.Popen[bytes]:
+def start(cmd: list[str], cpu: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        pinned(cmd, cpu), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        pinned(cmd, cpu),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env} if env else None,
     )
+
+
+def compiled_env() -> dict[str, str]:
+    """Return the environment that runs ``trafficmgr`` from the compiled build (built or
+    rebuilt first by ``bench/compiled_env.sh``; the safe path keeps the checkout out)."""
+    done = subprocess.run(
+        ["bash", "bench/compiled_env.sh"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the compiled build failed:\n{done.stderr[-3000:]}")
+    return {"PYTHONSAFEPATH": "1", "PYTHONPATH": done.stdout.strip().splitlines()[-1]}
 
 
 def wait_ready(port: int, path: str, timeout: float = 60.0) -> None:
@@ -241,18 +261,23 @@ def targets(
     vLLM Router per policy."""
     sim_port = sim_ports[0]
     rows = [measure("direct", sim_port, [], args)]
-    port = free_port()
-    gateway = start(
-        [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet), "--listen",
-         f"127.0.0.1:{port}", "--token", TOKEN],
-        "0",
-    )  # fmt: skip
-    try:
-        wait_ready(port, "/healthz")
-        rows.append(measure("trafficmgr (ai_aware)", port, [gateway.pid], args))
-    finally:
-        gateway.terminate()
-        gateway.wait(10)
+    builds = [("trafficmgr (ai_aware)", None)]
+    if args.compiled:
+        builds.append(("trafficmgr (ai_aware, compiled)", compiled_env()))
+    for name, env in builds:
+        port = free_port()
+        gateway = start(
+            [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet), "--listen",
+             f"127.0.0.1:{port}", "--token", TOKEN],
+            "0",
+            env,
+        )  # fmt: skip
+        try:
+            wait_ready(port, "/healthz")
+            rows.append(measure(name, port, [gateway.pid], args))
+        finally:
+            gateway.terminate()
+            gateway.wait(10)
     rows += _envoy_epp(args, fleet)
     router = args.vllm_router or shutil.which("vllm-router") or _installed_router()
     for policy in [p for p in args.policies.split(",") if p] if router else []:
@@ -330,6 +355,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--vllm-router", help="path of the vllm-router binary (default: on PATH)")
     p.add_argument("--policies", default="round_robin,power_of_two,cache_aware")
+    p.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also measure the gateway on the compiled build (bench/compiled_env.sh)",
+    )
     p.add_argument("--no-envoy", action="store_true", help="leave Envoy + the EPP out")
     p.add_argument("--envoy-workers", type=int, default=1, help="Envoy's --concurrency")
     p.add_argument(
@@ -408,30 +438,34 @@ def against_vllm_router(rounds: Sequence[Sequence[dict[str, Any]]]) -> list[str]
     """Return the gateway's ratios to vLLM Router's best policy, per round and their median:
     peak req/s, req/s per router CPU-second, and CPU µs per request (its inverse: higher is
     better for the gateway in all three)."""
-    ratios = []
-    for rows in rounds:
-        gateway = next((r for r in rows if r["target"].startswith("trafficmgr")), None)
-        peers = [r for r in rows if r["target"].startswith("vllm-router")]
-        if gateway is None or not peers:
-            return []
-        peak = gateway["peak"]["rps"] / max(r["peak"]["rps"] for r in peers)
-        per_core = [r["rps_per_core"] for r in peers if r["rps_per_core"]]
-        core = (gateway["rps_per_core"] or 0.0) / max(per_core) if per_core else None
-        costs = [r["cpu_us_per_request"] for r in peers if r.get("cpu_us_per_request")]
-        mine = gateway.get("cpu_us_per_request")
-        cpu = min(costs) / mine if costs and mine else None
-        ratios.append((peak, core, cpu))
-    lines = ["trafficmgr / vLLM Router's best policy (target: >= 0.5 x on one core)"]
-    lines.append(f"{'':<10} {'peak req/s':>11} {'req/CPU-s':>10} {'1/(CPU us)':>11}")
+    names = [r["target"] for r in rounds[0] if r["target"].startswith("trafficmgr")]
+    lines: list[str] = []
 
     def fmt(x: float | None) -> str:
         return f"{x:.2f} x" if x is not None else "-"
 
-    for i, (peak, core, cpu) in enumerate(ratios):
-        lines.append(f"{'round ' + str(i + 1):<10} {fmt(peak):>11} {fmt(core):>10} {fmt(cpu):>11}")
-    if len(ratios) > 1:
-        mid = [_median_of([r[k] for r in ratios]) for k in range(3)]
-        lines.append(f"{'median':<10} {fmt(mid[0]):>11} {fmt(mid[1]):>10} {fmt(mid[2]):>11}")
+    for name in names:
+        ratios = []
+        for rows in rounds:
+            gateway = next((r for r in rows if r["target"] == name), None)
+            peers = [r for r in rows if r["target"].startswith("vllm-router")]
+            if gateway is None or not peers:
+                return []
+            peak = gateway["peak"]["rps"] / max(r["peak"]["rps"] for r in peers)
+            per_core = [r["rps_per_core"] for r in peers if r["rps_per_core"]]
+            core = (gateway["rps_per_core"] or 0.0) / max(per_core) if per_core else None
+            costs = [r["cpu_us_per_request"] for r in peers if r.get("cpu_us_per_request")]
+            mine = gateway.get("cpu_us_per_request")
+            cpu = min(costs) / mine if costs and mine else None
+            ratios.append((peak, core, cpu))
+        lines.append(f"{name} / vLLM Router's best policy (target: >= 0.5 x on one core)")
+        lines.append(f"{'':<10} {'peak req/s':>11} {'req/CPU-s':>10} {'1/(CPU us)':>11}")
+        for i, (peak, core, cpu) in enumerate(ratios):
+            label = "round " + str(i + 1)
+            lines.append(f"{label:<10} {fmt(peak):>11} {fmt(core):>10} {fmt(cpu):>11}")
+        if len(ratios) > 1:
+            mid = [_median_of([r[k] for r in ratios]) for k in range(3)]
+            lines.append(f"{'median':<10} {fmt(mid[0]):>11} {fmt(mid[1]):>10} {fmt(mid[2]):>11}")
     return lines
 
 

@@ -261,7 +261,9 @@ class AiAwarePicker(Strategy):
             if self.tail.count >= TAIL_MIN_SAMPLES and not ranked[0][2]:
                 budget = self.tail.quantile_s(TAIL_Q)
                 chosen = self._balance(request, snap, ranked, budget, exp)
-            if chosen is ranked[0]:
+            # by candidate index, not identity: compiled (mypyc), a tuple taken from a list
+            # is a new object
+            if chosen[1] == ranked[0][1]:
                 chosen, budget = self._conserve(snap, ranked), 0.0
         cost, i, cached, _ = chosen
         self._record(request, snap, i, cached, [r[1] for r in ranked[: self.memory]], exp, now)
@@ -273,7 +275,7 @@ class AiAwarePicker(Strategy):
                 f"({snap.loads[ranked[0][1]].endpoint.name} would be "
                 f"{(cost - ranked[0][0]) * 1000:.0f} ms sooner), expected completion"
             )
-        elif chosen is not ranked[0]:
+        elif chosen[1] != ranked[0][1]:
             first = ranked[0]
             head = (
                 f"ai_aware: work-conserving: {snap.loads[first[1]].endpoint.name} would complete "
