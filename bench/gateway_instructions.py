@@ -43,13 +43,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gateway_overhead import (
-    FLEET,
     ROOT,
     TOKEN,
     compiled_env,
     free_port,
     run_loadgen,
-    start,
+    simulated_servers,
     wait_ready,
 )
 
@@ -133,32 +132,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         targets += [("trafficmgr", f"{s}, compiled", env) for s in strategies]
     if args.vllm_router:
         targets += [("vllm-router", p, None) for p in args.policies.split(",") if p]
-    sim_ports = (free_port(), free_port())
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        fleet = Path(tmp) / "fleet.yaml"
-        fleet.write_text(FLEET.format(port=sim_ports[0], port2=sim_ports[1]))
-        sim = start(
-            [sys.executable, "-m", "trafficmgr.simserver", "--fleet", str(fleet),
-             "--time-scale", "100"],
-            "1",
-        )  # fmt: skip
-        try:
-            for port in sim_ports:
-                wait_ready(port, "/health")
-            for target in targets:
-                name = f"{target[0]} ({target[1]})"
-                counts = []
-                for n in (n1, n2):
-                    print(f"  {name}: {n} requests under callgrind ...", file=sys.stderr)
-                    counts.append(instructions(target, n, args.seconds, fleet, sim_ports, args))
-                rows.append(
-                    {"target": name, "runs": dict(zip((n1, n2), counts, strict=True)),
-                     "per_request": (counts[1] - counts[0]) / (n2 - n1)}
-                )  # fmt: skip
-        finally:
-            sim.terminate()
-            sim.wait(10)
+    with simulated_servers() as (sim_ports, fleet):
+        for target in targets:
+            name = f"{target[0]} ({target[1]})"
+            counts = []
+            for n in (n1, n2):
+                print(f"  {name}: {n} requests under callgrind ...", file=sys.stderr)
+                counts.append(instructions(target, n, args.seconds, fleet, sim_ports, args))
+            rows.append(
+                {"target": name, "runs": dict(zip((n1, n2), counts, strict=True)),
+                 "per_request": (counts[1] - counts[0]) / (n2 - n1)}
+            )  # fmt: skip
     first = rows[0]["per_request"]
     print(f"{'target':<30} {'instructions per request':>25} {'/ the first':>12}")
     for row in rows:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -57,7 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -373,14 +374,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.loadgen:
-        import uvloop
-
-        result = uvloop.run(loadgen(args.loadgen, args.rate, args.duration, args.concurrency))
-        print(json.dumps(result))
-        return 0
+@contextlib.contextmanager
+def simulated_servers() -> Iterator[tuple[tuple[int, int], Path]]:
+    """Serve the bench fleet's two endpoints (one simulated-server process, on core 1);
+    yield their ports and the fleet file naming them."""
     sim_ports = (free_port(), free_port())
     with tempfile.TemporaryDirectory() as tmp:
         fleet = Path(tmp) / "fleet.yaml"
@@ -393,13 +390,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for port in sim_ports:
                 wait_ready(port, "/health")
-            rounds = []
-            for i in range(max(1, args.rounds)):
-                print(f"round {i + 1}/{max(1, args.rounds)}", file=sys.stderr)
-                rounds.append(targets(args, sim_ports, fleet))
+            yield sim_ports, fleet
         finally:
             sim.terminate()
             sim.wait(10)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.loadgen:
+        import uvloop
+
+        result = uvloop.run(loadgen(args.loadgen, args.rate, args.duration, args.concurrency))
+        print(json.dumps(result))
+        return 0
+    with simulated_servers() as (sim_ports, fleet):
+        rounds = []
+        for i in range(max(1, args.rounds)):
+            print(f"round {i + 1}/{max(1, args.rounds)}", file=sys.stderr)
+            rounds.append(targets(args, sim_ports, fleet))
     rows = medians(rounds)
     print(table(rows, args.rate))
     if len(rounds) > 1:

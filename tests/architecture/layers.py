@@ -49,6 +49,7 @@ UNITS: dict[str, int] = {
     "trafficmgr.fleetdump": ENGINE,
     "trafficmgr.env": ENGINE,
     "trafficmgr.heap": ENGINE,
+    "trafficmgr.procs": ENGINE,
     "trafficmgr.dns": ENGINE,
     "trafficmgr.sim": ENGINE,
     "trafficmgr.simserver": ENGINE,

@@ -37,6 +37,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from trafficmgr.procs import pid_alive
 from trafficmgr.requestpath import RequestPath
 from trafficmgr.routing.types import Priority
 
@@ -249,18 +250,8 @@ class WorkerShare:
                 families, pid = doc["families"], int(doc["pid"])
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # being replaced or unreadable: skipped for this scrape
-            (running if _alive(pid) else stopped).append(families)
+            (running if pid_alive(pid) else stopped).append(families)
         return running, stopped
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def pooled(

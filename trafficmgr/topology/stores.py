@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse, urlunparse
 
+from trafficmgr.procs import pid_alive
+
 # The bench uses 13, tests/regions/loop 14, tests/regions/drills 15, CI's REDIS_URL 0.
 REDIS_DBS = (12, 11, 10, 9)
 REDIS_OWNER_KEY = "trafficmgr-e2e:owner"
@@ -94,19 +96,9 @@ def _drop_leftovers(services: Services) -> None:
         ).fetchall()
     for (name,) in rows:
         pid = name.removeprefix(DB_PREFIX)
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             with contextlib.suppress(psycopg.Error):  # in use after all: leave it
                 _admin(services, "DROP DATABASE IF EXISTS {}", name)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def drop_database(services: Services, name: str) -> None:
@@ -152,7 +144,7 @@ def _take_over(client: Any, owner: str) -> bool:
             pipe.watch(REDIS_OWNER_KEY)
             held = pipe.get(REDIS_OWNER_KEY) or ""
             their_host, _, pid = held.rpartition(":")
-            if their_host != host or not pid.isdigit() or _running(int(pid)):
+            if their_host != host or not pid.isdigit() or pid_alive(int(pid)):
                 return False
             pipe.multi()
             pipe.set(REDIS_OWNER_KEY, owner, ex=REDIS_CLAIM_S)
