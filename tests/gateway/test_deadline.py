@@ -20,9 +20,8 @@ def run(coro_fn):  # type: ignore[no-untyped-def]
 def test_it_fires_after_the_idle_time_without_a_touch() -> None:
     async def main() -> float:
         began = time.monotonic()
-        with pytest.raises(TimeoutError):
-            async with Deadline(0.1):
-                await asyncio.sleep(5)
+        with pytest.raises(TimeoutError), Deadline(0.1):
+            await asyncio.sleep(5)
         return time.monotonic() - began
 
     assert 0.09 <= run(main) < 1.0
@@ -31,13 +30,12 @@ def test_it_fires_after_the_idle_time_without_a_touch() -> None:
 def test_touches_move_the_deadline() -> None:
     async def main() -> tuple[float, int]:
         began, ticks = time.monotonic(), 0
-        with pytest.raises(TimeoutError):
-            async with Deadline(0.1) as deadline:
-                for _ in range(6):  # 0.3 s of activity, each gap under the idle time
-                    await asyncio.sleep(0.05)
-                    deadline.touch()
-                    ticks += 1
-                await asyncio.sleep(5)  # then silence
+        with pytest.raises(TimeoutError), Deadline(0.1) as deadline:
+            for _ in range(6):  # 0.3 s of activity, each gap under the idle time
+                await asyncio.sleep(0.05)
+                deadline.touch()
+                ticks += 1
+            await asyncio.sleep(5)  # then silence
         return time.monotonic() - began, ticks
 
     elapsed, ticks = run(main)
@@ -47,7 +45,7 @@ def test_touches_move_the_deadline() -> None:
 
 def test_a_block_that_ends_in_time_is_untouched() -> None:
     async def main() -> str:
-        async with Deadline(0.2):
+        with Deadline(0.2):
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.3)  # the timer is gone: nothing cancels this
         return "done"
@@ -57,7 +55,7 @@ def test_a_block_that_ends_in_time_is_untouched() -> None:
 
 def test_someone_elses_cancellation_stays_a_cancellation() -> None:
     async def inner() -> None:
-        async with Deadline(5):
+        with Deadline(5):
             await asyncio.sleep(5)
 
     async def main() -> bool:
@@ -76,7 +74,7 @@ def test_someone_elses_cancellation_stays_a_cancellation() -> None:
 def test_a_shared_clock_expires_each_block_on_its_own_time() -> None:
     async def guarded(clock: DeadlineClock, idle: float, work: float) -> str:
         try:
-            async with Deadline(idle, clock):
+            with Deadline(idle, clock):
                 await asyncio.sleep(work)
         except TimeoutError:
             return "timed out"
@@ -103,9 +101,8 @@ def test_a_deadline_fires_at_most_one_tick_late() -> None:
     async def main() -> float:
         clock = DeadlineClock(asyncio.get_running_loop())
         began = time.monotonic()
-        with pytest.raises(TimeoutError):
-            async with Deadline(0.15, clock):
-                await asyncio.sleep(5)
+        with pytest.raises(TimeoutError), Deadline(0.15, clock):
+            await asyncio.sleep(5)
         return time.monotonic() - began
 
     assert 0.14 <= run(main) < 0.15 + TICK_S + 0.2  # the loop clock counts ms; slack for load

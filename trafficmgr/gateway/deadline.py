@@ -54,8 +54,9 @@ class DeadlineClock:
 
 
 class Deadline:
-    """``with Deadline(s):`` (in a task; ``async with`` works too) raise TimeoutError when
-    ``s`` pass without a ``touch()``.
+    """``with Deadline(s):`` (in a task) raise TimeoutError when ``s`` pass without a
+    ``touch()``. A plain ``with``, not ``async with`` as ``asyncio.timeout``: nothing here
+    awaits, and it is a coroutine frame fewer on each side of the block.
 
     ``clock``: a ``DeadlineClock`` of the running loop, shared by the caller's blocks (the
     proxy holds one); without it the block has a clock of its own."""
@@ -100,16 +101,3 @@ class Deadline:
         # the cancellation was ours: take it back whatever ended the block
         if task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
             raise TimeoutError from exc
-
-    # ``async with`` too, as ``asyncio.timeout`` is used; the plain ``with`` is a coroutine
-    # frame fewer on each side of the block (nothing here awaits)
-    async def __aenter__(self) -> Deadline:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)

@@ -220,7 +220,6 @@ class WorkerShare:
     def publish(self, families: Iterable[Metric]) -> None:
         doc = {
             "pid": self.pid,
-            "at": time.time(),
             "families": [
                 [f.name, f.type, f.documentation, [[s.name, s.labels, s.value] for s in f.samples]]
                 for f in families
