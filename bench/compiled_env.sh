@@ -20,11 +20,13 @@ cd "$(dirname "$0")/.."
 MYPYC="${MYPYC:-.venv/bin/mypyc}"
 OUT="${COMPILED_DIR:-var/compiled}"
 # The modules every proxied request runs through (the picker modules all together: an
-# interpreted class may not subclass a compiled one), except the gateway's asyncio protocols
-# and coroutines (http, upstream, proxy, app: compiled, their tests fail) and the request
-# path's values (types: a dataclass field annotated ``object`` does not import compiled), and
-# the gateway's body and SSE parsing (compiled, they run more instructions, not fewer: their
-# work is in msgspec already).
+# interpreted class may not subclass a compiled one), including the gateway's HTTP server and
+# upstream client (asyncio protocols by their methods, not by subclassing asyncio.Protocol,
+# for the same reason). Left interpreted: the gateway's proxy and app (their coroutines ran
+# no fewer instructions compiled: the work they await is in asyncio and the compiled modules),
+# the request path's values (types: a dataclass field annotated ``object`` does not import
+# compiled), and the gateway's body and SSE parsing (compiled, they run more instructions,
+# not fewer: their work is in msgspec already).
 MODULES=(
   trafficmgr/routing/ai_aware.py trafficmgr/routing/estimator.py trafficmgr/routing/pickbase.py
   trafficmgr/routing/picker.py trafficmgr/routing/prompt.py trafficmgr/routing/reported.py
@@ -34,6 +36,7 @@ MODULES=(
   trafficmgr/requestpath/inflight.py trafficmgr/requestpath/learning.py
   trafficmgr/requestpath/outlier.py trafficmgr/requestpath/parse.py
   trafficmgr/requestpath/regionview.py trafficmgr/requestpath/routing.py
+  trafficmgr/gateway/http.py trafficmgr/gateway/upstream.py
 )
 if [ "${1:-}" = "--modules" ]; then
   printf '%s\n' "${MODULES[@]}"

@@ -225,3 +225,19 @@ def test_idle_connections_close_after_the_keepalive(gateway: GatewayThread) -> N
             assert time.monotonic() - started < 4
     finally:
         server.keepalive_s = before
+
+
+@pytest.mark.parametrize("name", ["http", "upstream"])
+def test_the_connection_classes_answer_every_protocol_callback(name: str) -> None:
+    # They are asyncio protocols by their methods, not by subclassing asyncio.Protocol (the
+    # compiled build may not subclass an interpreted class): a callback the loop makes and
+    # the class lacks would be an AttributeError on a live connection (eof_received, when a
+    # peer half-closes, was one).
+    import asyncio
+    import importlib
+
+    module = importlib.import_module(f"trafficmgr.gateway.{name}")
+    cls = module.HttpProtocol if name == "http" else module.Connection
+    for callback in [*vars(asyncio.BaseProtocol), *vars(asyncio.Protocol)]:
+        if not callback.startswith("_"):
+            assert callable(getattr(cls, callback, None)), f"{cls.__name__}.{callback}"

@@ -1,6 +1,8 @@
-"""The compiled build (``bench/compiled_env.sh``: the hot modules through mypyc) decides as the
-sources do: the engine's, the core's and the simulator's tests run against it, in a process
-whose ``trafficmgr`` is the build's."""
+"""The compiled build (``bench/compiled_env.sh``: the hot modules through mypyc) decides and
+serves as the sources do: the engine's, the core's, the simulator's and the gateway's tests
+run against it, in a process whose ``trafficmgr`` is the build's. Python's safe path is set in
+that process's environment, so the gateways those tests start as processes of their own
+(``python -m trafficmgr.gateway``, on uvloop) run from the build too."""
 
 from __future__ import annotations
 
@@ -13,7 +15,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITES = ["tests/routing", "tests/requestpath", "tests/sim"]
+SUITES = ["tests/routing", "tests/requestpath", "tests/sim", "tests/gateway"]
+# imported before pytest puts the checkout first on the path, and checked to be compiled
+COMPILED = [
+    "trafficmgr.requestpath.core",
+    "trafficmgr.routing.ai_aware",
+    "trafficmgr.gateway.http",
+    "trafficmgr.gateway.upstream",
+]
 
 
 def _build() -> Path:
@@ -48,12 +57,13 @@ def test_the_compiled_modules_are_the_ones_the_build_lists() -> None:
         assert list(stem.parent.glob(stem.name + ".cpython-*.so")), module
 
 
-def test_the_engine_core_and_simulator_tests_pass_against_the_compiled_build() -> None:
+def test_the_engine_core_simulator_and_gateway_tests_pass_against_the_compiled_build() -> None:
     built = _build()
     program = (
-        "import sys\n"
-        "import trafficmgr.requestpath.core as core, trafficmgr.routing.ai_aware as ai\n"
-        "assert core.__file__.endswith('.so') and ai.__file__.endswith('.so'), core.__file__\n"
+        "import importlib, sys\n"
+        f"for name in {COMPILED!r}:\n"
+        "    path = importlib.import_module(name).__file__\n"
+        "    assert path.endswith('.so'), path\n"
         "import pytest\n"
         "sys.exit(pytest.main(sys.argv[1:]))\n"
     )
@@ -66,12 +76,13 @@ def test_the_engine_core_and_simulator_tests_pass_against_the_compiled_build() -
         f"{Path(__file__).relative_to(ROOT)}",
     ]
     done = subprocess.run(
-        # -P: the checkout is not put first on the path, so ``trafficmgr`` is the build's
-        [sys.executable, "-P", "-c", program, *args, *SUITES],
+        # the safe path: the checkout is not put first on the path (here, and in the
+        # gateways the tests start), so ``trafficmgr`` is the build's; ``tests`` the checkout's
+        [sys.executable, "-c", program, *args, *SUITES],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": f"{built}{os.pathsep}{ROOT}"},
+        env={**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": f"{built}{os.pathsep}{ROOT}"},
         timeout=1200,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

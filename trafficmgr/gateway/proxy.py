@@ -151,8 +151,10 @@ class Proxy:
         except TimeoutError:
             _close(resp)
             return Failure(Outcome.TIMEOUT, f"{target.name}: no answer within {wait:g} s")
-        except ConnectFailed as exc:
-            return Failure(Outcome.CONNECT_ERROR, f"{target.name}: {exc}")
+        # one name per except clause: compiled (bench/compiled_env.sh), a name two clauses
+        # bind keeps the first one's type, and the second's exception fails its check
+        except ConnectFailed as refused:
+            return Failure(Outcome.CONNECT_ERROR, f"{target.name}: {refused}")
         except (UpstreamError, BrokenStream) as exc:
             _close(resp)
             outcome = Outcome.SERVER_ERROR if isinstance(exc, ErrorEvent) else Outcome.BROKEN
@@ -297,12 +299,10 @@ class Proxy:
                     deadline.touch()
         except TimeoutError:
             return Outcome.STALLED, f"no data for {idle:g} s"
-        except BrokenStream as exc:
+        except (BrokenStream, UpstreamError) as exc:
             return Outcome.BROKEN, str(exc)
         except CLIENT_GONE:
             return Outcome.CANCELLED, "client went away"
-        except UpstreamError as exc:
-            return Outcome.BROKEN, str(exc)
         finally:
             resp.close()
         if not relay.done:

@@ -23,6 +23,7 @@ import asyncio
 import collections
 import time
 from collections.abc import Mapping
+from typing import cast
 
 import httptools
 
@@ -42,8 +43,9 @@ class UpstreamBroken(UpstreamError):
     """The connection failed, or what came back was not an HTTP response."""
 
 
-class Connection(asyncio.Protocol):
-    """One keep-alive connection and the response being read from it."""
+class Connection:
+    """One keep-alive connection and the response being read from it (an asyncio protocol by
+    its methods, as ``http.HttpProtocol`` is)."""
 
     def __init__(self, pool: UpstreamPool, address: str, loop: asyncio.AbstractEventLoop) -> None:
         self.pool = pool
@@ -82,6 +84,15 @@ class Connection(asyncio.Protocol):
             if not response.complete:
                 why = type(exc).__name__ if exc else "closed by the endpoint"
                 response.fail(UpstreamBroken(f"connection lost ({why})"))
+
+    def eof_received(self) -> bool | None:
+        return None  # the endpoint closed its end: the transport closes ours
+
+    def pause_writing(self) -> None:
+        pass  # a request is one write; the transport buffers it
+
+    def resume_writing(self) -> None:
+        pass
 
     # --- httptools callbacks ---
 
@@ -242,7 +253,7 @@ class UpstreamResponse:
             if self._chunks:
                 return self._take()
             if self.complete:
-                self.release()
+                self.close()
                 return b""
             if self._error is not None:
                 raise self._error
@@ -254,7 +265,7 @@ class UpstreamResponse:
         if not self.complete or self._error is not None:
             return None
         data = self._take()
-        self.release()
+        self.close()
         return data
 
     def _take(self) -> bytes:
@@ -280,7 +291,7 @@ class UpstreamResponse:
         data = b"".join(parts)
         return data if limit is None else data[:limit]
 
-    def release(self) -> None:
+    def close(self) -> None:
         """Give the connection back when the response was read whole, else abort it."""
         if self._released:
             return
@@ -289,8 +300,6 @@ class UpstreamResponse:
             self._conn.release()
         else:
             self._conn.abort()
-
-    close = release
 
 
 class UpstreamPool:
@@ -340,18 +349,20 @@ class UpstreamPool:
         host, _, port = address.rpartition(":")
         host = host.strip("[]")
         loop = asyncio.get_running_loop()
+        # wait_for, not ``async with asyncio.timeout``: compiled (``bench/compiled_env.sh``),
+        # an exception raised inside that block escaped the handlers below
         try:
-            async with asyncio.timeout(self.connect_timeout_s):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(self, address, loop), host, int(port)
-                )
+            connecting = loop.create_connection(
+                lambda: cast(asyncio.Protocol, Connection(self, address, loop)), host, int(port)
+            )
+            _, protocol = await asyncio.wait_for(connecting, self.connect_timeout_s)
         except TimeoutError:
             raise ConnectFailed(
                 f"cannot connect to {address}: no answer in {self.connect_timeout_s:g} s"
             ) from None
         except (OSError, ValueError) as exc:
             raise ConnectFailed(f"cannot connect to {address}: {exc}") from None
-        return conn
+        return cast(Connection, protocol)
 
     def _take(self, address: str) -> Connection | None:
         idle = self._idle.get(address)
