@@ -2,9 +2,11 @@
 # Build the request path's hot modules with mypyc into var/compiled/src (a copy of the
 # trafficmgr package with those modules as C extensions beside their sources) and print that
 # directory. The decision core (routing engine pickers and estimator, the request path core)
-# is pure, fully typed Python: mypyc compiles it as it is, and it runs about 2.4 times faster
-# (bench/requestpath_core.py), the same decisions (tests/gateway/test_compiled.py runs the
-# engine's and the core's tests against this build).
+# and the gateway's HTTP server and upstream client are pure, fully typed Python: mypyc
+# compiles them as they are (the decision core runs about 2.4 times faster,
+# bench/requestpath_core.py), with the same decisions and answers
+# (tests/requestpath/test_compiled_build.py runs the engine's, the core's, the simulator's and
+# the gateway's tests against this build).
 #
 # The development tree stays pure Python: nothing is compiled next to the sources (an extension
 # module would shadow later edits of its .py), so this build is a separate copy, rebuilt here
@@ -14,7 +16,7 @@
 #   PYTHONSAFEPATH=1 PYTHONPATH=$(bash bench/compiled_env.sh) .venv/bin/python -m trafficmgr.gateway ...
 #
 # The Dockerfile builds the same modules into the image. Needs a C compiler and mypy (the
-# project's dev extra); MYPYC and PYTHON choose the commands.
+# project's dev extra); MYPYC chooses the command, COMPILED_DIR the output directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MYPYC="${MYPYC:-.venv/bin/mypyc}"

@@ -8,6 +8,7 @@ never a crash, and the gateway keeps serving others.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -15,6 +16,8 @@ import time
 import pytest
 
 from tests.gateway.world import TOKEN, GatewayThread, ledger_drained
+from trafficmgr.gateway.http import HttpProtocol
+from trafficmgr.gateway.upstream import Connection
 
 BODY = json.dumps(
     {"model": "m1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -227,17 +230,12 @@ def test_idle_connections_close_after_the_keepalive(gateway: GatewayThread) -> N
         server.keepalive_s = before
 
 
-@pytest.mark.parametrize("name", ["http", "upstream"])
-def test_the_connection_classes_answer_every_protocol_callback(name: str) -> None:
+@pytest.mark.parametrize("cls", [HttpProtocol, Connection])
+def test_the_connection_classes_answer_every_protocol_callback(cls: type) -> None:
     # They are asyncio protocols by their methods, not by subclassing asyncio.Protocol (the
     # compiled build may not subclass an interpreted class): a callback the loop makes and
     # the class lacks would be an AttributeError on a live connection (eof_received, when a
     # peer half-closes, was one).
-    import asyncio
-    import importlib
-
-    module = importlib.import_module(f"trafficmgr.gateway.{name}")
-    cls = module.HttpProtocol if name == "http" else module.Connection
     for callback in [*vars(asyncio.BaseProtocol), *vars(asyncio.Protocol)]:
         if not callback.startswith("_"):
             assert callable(getattr(cls, callback, None)), f"{cls.__name__}.{callback}"

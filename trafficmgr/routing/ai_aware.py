@@ -271,16 +271,16 @@ class AiAwarePicker(Strategy):
         if budget:
             head = (
                 f"ai_aware: balanced: least used of the endpoints expected to complete it "
-                f"within the service's P99 ({budget * 1000:.0f} ms) even with a long answer "
+                f"within the service's P99 ({_whole(budget * 1000)} ms) even with a long answer "
                 f"({snap.loads[ranked[0][1]].endpoint.name} would be "
-                f"{(cost - ranked[0][0]) * 1000:.0f} ms sooner), expected completion"
+                f"{_whole((cost - ranked[0][0]) * 1000)} ms sooner), expected completion"
             )
         elif chosen[1] != ranked[0][1]:
             first = ranked[0]
             head = (
                 f"ai_aware: work-conserving: {snap.loads[first[1]].endpoint.name} would complete "
-                f"it {(cost - first[0]) * 1000:.0f} ms earlier but has a queue; this is the least "
-                "busy endpoint within min(queue, service time) of that, expected completion"
+                f"it {_whole((cost - first[0]) * 1000)} ms earlier but has a queue; this is the "
+                "least busy endpoint within min(queue, service time) of that, expected completion"
             )
         reason = self._reason(
             head,
@@ -467,5 +467,5 @@ class AiAwarePicker(Strategy):
 def _whole(value: float) -> str:
     """Return ``f"{value:.0f}"`` at a fraction of its cost: a float format is a method call
     of some 1,700 instructions, rounding to an int and printing that a tenth of it (a request's
-    reason has three; the same text, but for no minus sign on a value that rounds to 0)."""
+    reason has three to five; the same text, but for no minus sign on a value that rounds to 0)."""
     return str(round(value)) if math.isfinite(value) else f"{value:.0f}"

@@ -32,13 +32,13 @@ from typing import Any
 import yaml
 
 from trafficmgr.contracts import HEARTBEATS_KEY, TABLE_REDIS_KEY, redis_key
+from trafficmgr.procs import group_alive
 from trafficmgr.topology.processes import (
     BIN,
     ROOT,
     Process,
     end_with_parent,
     free_port,
-    group_alive,
     signal_group,
     wait_until,
     web_command,
