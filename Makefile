@@ -35,6 +35,7 @@ lint: install
 	$(BIN)/mypy
 	SECRET_KEY=lint-only $(BIN)/mypy --config-file mypy-django.ini regions dashboard trafficmgr/asgi.py
 	$(BIN)/python -m tests.architecture.layers
+	$(BIN)/python -m tests.architecture.contract_keys
 
 test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

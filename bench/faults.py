@@ -38,6 +38,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from trafficmgr.contracts import (  # noqa: E402
+    TABLE_REDIS_CHANNEL,
+    TICK_INFO_KEY,
+    TICK_LAST_AT,
+    TICK_LOCK_KEY,
+    redis_key,
+)
 from trafficmgr.topology.cluster import Cluster  # noqa: E402
 from trafficmgr.topology.faults import (  # noqa: E402
     Cost,
@@ -59,7 +66,7 @@ def postgres(cluster: Cluster, outage: float) -> tuple[float, tuple[str, ...]]:
 
 
 def redis(cluster: Cluster, outage: float) -> tuple[float, tuple[str, ...]]:
-    channel = "trafficmgr:table:updates"
+    channel = TABLE_REDIS_CHANNEL
     subscribers = int(cluster.redis.pubsub_numsub(channel)[0][1])  # the DNS server, the watch
     cluster.kill_redis()
     time.sleep(outage)
@@ -77,18 +84,18 @@ def redis(cluster: Cluster, outage: float) -> tuple[float, tuple[str, ...]]:
 
 def worker(cluster: Cluster, outage: float) -> tuple[float, tuple[str, ...]]:
     holder = wait_until(
-        lambda: cluster.redis.get("trafficmgr:lock:tick"), 10, "a tick to run", every=0.002
+        lambda: cluster.redis.get(redis_key(TICK_LOCK_KEY)), 10, "a tick to run", every=0.002
     )
-    last = float(cluster.redis.hget("trafficmgr:tick", "last_at") or 0)
+    last = float(cluster.redis.hget(redis_key(TICK_INFO_KEY), TICK_LAST_AT) or 0)
     os.kill(int(holder.split(":")[1]), signal.SIGKILL)
     killed = time.time()
     wait_until(
-        lambda: float(cluster.redis.hget("trafficmgr:tick", "last_at") or 0) > killed,
+        lambda: float(cluster.redis.hget(redis_key(TICK_INFO_KEY), TICK_LAST_AT) or 0) > killed,
         30,
         "a tick after the kill",
         every=0.02,
     )
-    resumed = float(cluster.redis.hget("trafficmgr:tick", "last_at") or 0)
+    resumed = float(cluster.redis.hget(redis_key(TICK_INFO_KEY), TICK_LAST_AT) or 0)
     print(
         f"  next tick done {resumed - killed:.2f} s after the kill, {resumed - last:.2f} s "
         f"after the last one before it ({cluster.tick_s:g} s interval)",

@@ -30,7 +30,13 @@ from prometheus_client.core import (
 )
 
 from regions import conf, hotstate
-from trafficmgr.contracts import counter_field, parse_counter_field
+from trafficmgr.contracts import (
+    TICK_DECIDED_AT,
+    TICK_LAST_AT,
+    TICK_LAST_DURATION,
+    counter_field,
+    parse_counter_field,
+)
 from trafficmgr.routing.types import RegionState
 
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -70,9 +76,9 @@ def observe_tick(duration_s: float, overran: bool, now: float, held: bool = Fals
         items.append((counter_field(TICKS, {"result": "overran"}), 1))
     store = hotstate.get()
     store.incr(items)
-    info = {"last_duration_s": duration_s, "last_at": now}
+    info = {TICK_LAST_DURATION: duration_s, TICK_LAST_AT: now}
     if not held:
-        info["decided_at"] = now
+        info[TICK_DECIDED_AT] = now
     store.set_tick_info(info)
 
 

@@ -28,7 +28,16 @@ and the gateways, which never import the Django app):
   pickers;
 - ``config-version`` bumped on every configuration write, ``token-version`` on every token
   write (cached principals are dropped); ``counters`` and ``tick`` hashes behind /metrics,
-  so any process serves the fleet-wide figures.
+  so any process serves the fleet-wide figures (``tick`` fields: ``TICK_LAST_AT``,
+  ``TICK_DECIDED_AT``, ``TICK_LAST_DURATION``).
+
+Two names cross processes through Django's cache (whose backend is this Redis in the
+distributed mode, under Django's own key prefix): ``drill-alive:<id>``, set while a drill's
+runner lives, and ``drill-progress:<id>``, the running drill's phase and figures
+(``drill_alive_key``, ``drill_progress_key``).
+
+No ``trafficmgr:`` key is spelled anywhere else (``tests/architecture/contract_keys.py``
+fails the lint when one is).
 """
 
 from __future__ import annotations
@@ -69,6 +78,9 @@ CONFIG_VERSION_KEY = "config-version"
 TOKEN_VERSION_KEY = "token-version"
 COUNTERS_KEY = "counters"
 TICK_INFO_KEY = "tick"
+TICK_LAST_AT = "last_at"  # fields of the ``tick`` hash: when the last tick ran,
+TICK_DECIDED_AT = "decided_at"  # when a tick last decided (held the lock and wrote its state),
+TICK_LAST_DURATION = "last_duration_s"  # and how long the last one took
 # Completions kept per region (Redis trims to about this many, ``MAXLEN ~``).
 COMPLETIONS_MAXLEN = 20_000
 
@@ -86,6 +98,16 @@ def drill_key(endpoint: str) -> str:
 def completions_key(region: str) -> str:
     """Return the key (under the prefix) of a region's reported-completions stream."""
     return f"completions:{region}"
+
+
+def drill_alive_key(drill_id: int) -> str:
+    """Return the cache key set while drill ``drill_id``'s runner lives."""
+    return redis_key(f"drill-alive:{drill_id}")
+
+
+def drill_progress_key(drill_id: int) -> str:
+    """Return the cache key of drill ``drill_id``'s published progress."""
+    return redis_key(f"drill-progress:{drill_id}")
 
 
 # Where the DNS servers and gateways read the published table and hear of a new one.

@@ -21,13 +21,10 @@ from django.core.cache import cache
 
 from regions.drills.measure import Answer
 from regions.drills.report import Observations, fault_time
+from trafficmgr.contracts import drill_progress_key
 
 PUBLISH_EVERY_S = 0.5
 TTL_S = 30.0
-
-
-def key(drill_id: int) -> str:
-    return f"trafficmgr:drill-progress:{drill_id}"
 
 
 def phase_of(obs: Observations) -> str:
@@ -111,11 +108,11 @@ def document(
 
 
 def publish(doc: dict[str, Any]) -> None:
-    cache.set(key(int(doc["id"])), doc, TTL_S)
+    cache.set(drill_progress_key(int(doc["id"])), doc, TTL_S)
 
 
 def read(drill_id: int) -> dict[str, Any] | None:
-    found = cache.get(key(drill_id))
+    found = cache.get(drill_progress_key(drill_id))
     return found if isinstance(found, dict) else None
 
 
@@ -123,5 +120,6 @@ def read_many(drill_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """The progress of several drills in one cache round trip."""
     if not drill_ids:
         return {}
-    found = cache.get_many([key(i) for i in drill_ids])
-    return {i: found[key(i)] for i in drill_ids if isinstance(found.get(key(i)), dict)}
+    keys = {i: drill_progress_key(i) for i in drill_ids}
+    found = cache.get_many(list(keys.values()))
+    return {i: found[k] for i, k in keys.items() if isinstance(found.get(k), dict)}

@@ -39,6 +39,7 @@ from regions.fleet import snapshot
 from regions.fleet.actionplan import check_may_force
 from regions.models import ACTIVE_DRILL_STATUSES, Drill, DrillReport, DrillStatus, Event, EventKind
 from regions.models import Region as RegionRow
+from trafficmgr.contracts import drill_alive_key
 
 __all__ = [
     "KINDS",
@@ -104,20 +105,16 @@ def cancel(drill_id: int, endpoints: Iterable[str], ttl_s: float = MAX_DURATION_
 # --- liveness of a drill's runner ---------------------------------------------------------
 
 
-def _alive_key(drill_id: int) -> str:
-    return f"trafficmgr:drill-alive:{drill_id}"
-
-
 def mark_alive(drill_id: int) -> None:
-    cache.set(_alive_key(drill_id), 1, ALIVE_TTL_S)
+    cache.set(drill_alive_key(drill_id), 1, ALIVE_TTL_S)
 
 
 def mark_gone(drill_id: int) -> None:
-    cache.delete(_alive_key(drill_id))
+    cache.delete(drill_alive_key(drill_id))
 
 
 def is_alive(drill_id: int) -> bool:
-    return cache.get(_alive_key(drill_id)) is not None
+    return cache.get(drill_alive_key(drill_id)) is not None
 
 
 # --- records ------------------------------------------------------------------------------

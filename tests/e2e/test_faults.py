@@ -28,6 +28,14 @@ from typing import Any
 import pytest
 
 from tests.worlds import CLUSTER
+from trafficmgr.contracts import (
+    COUNTERS_KEY,
+    TABLE_REDIS_CHANNEL,
+    TICK_INFO_KEY,
+    TICK_LAST_AT,
+    TICK_LOCK_KEY,
+    redis_key,
+)
 from trafficmgr.topology.cluster import Cluster
 from trafficmgr.topology.faults import Watch, start_fault_cluster, stop_fault_cluster
 from trafficmgr.topology.privatepg import PostgresMissing
@@ -100,8 +108,8 @@ def test_a_postgresql_outage_takes_no_region_down_and_loses_nothing(faulty: Clus
 
 def test_a_redis_restart_takes_no_region_down_and_dns_follows_again(faulty: Cluster) -> None:
     faulty.wait_settled()
-    channel = "trafficmgr:table:updates"
-    counters_before = float(faulty.redis.hget("trafficmgr:counters", "ticks|result=ran") or 0)
+    channel = TABLE_REDIS_CHANNEL
+    counters_before = float(faulty.redis.hget(redis_key(COUNTERS_KEY), "ticks|result=ran") or 0)
     watch = Watch(faulty)
     subscribers = int(faulty.redis.pubsub_numsub(channel)[0][1])
     faulty.kill_redis()
@@ -120,25 +128,25 @@ def test_a_redis_restart_takes_no_region_down_and_dns_follows_again(faulty: Clus
     assert resubscribed <= 3.0
     assert cost.wrongly_down == [], describe(cost)
     assert cost.events_lost == 0, describe(cost)
-    counters_after = float(faulty.redis.hget("trafficmgr:counters", "ticks|result=ran") or 0)
+    counters_after = float(faulty.redis.hget(redis_key(COUNTERS_KEY), "ticks|result=ran") or 0)
     assert counters_after >= counters_before, (counters_before, counters_after)
 
 
 def test_a_worker_killed_mid_tick_costs_at_most_two_intervals(faulty: Cluster) -> None:
     faulty.wait_settled()
-    lock = "trafficmgr:lock:tick"
+    lock = redis_key(TICK_LOCK_KEY)
     holder = wait_until(lambda: faulty.redis.get(lock), 10, "a tick to run", every=0.002)
     pid = int(holder.split(":")[1])
-    last = float(faulty.redis.hget("trafficmgr:tick", "last_at") or 0)
+    last = float(faulty.redis.hget(redis_key(TICK_INFO_KEY), TICK_LAST_AT) or 0)
     killed = time.time()
     os.kill(pid, signal.SIGKILL)
     wait_until(
-        lambda: float(faulty.redis.hget("trafficmgr:tick", "last_at") or 0) > killed,
+        lambda: float(faulty.redis.hget(redis_key(TICK_INFO_KEY), TICK_LAST_AT) or 0) > killed,
         15,
         "a tick after the kill",
         every=0.05,
     )
-    resumed = float(faulty.redis.hget("trafficmgr:tick", "last_at") or 0)
+    resumed = float(faulty.redis.hget(redis_key(TICK_INFO_KEY), TICK_LAST_AT) or 0)
     gap = resumed - max(last, killed)
     print(f"\nworker {pid} killed mid-tick: the next tick ran {gap:.2f} s later")
     assert gap <= 2 * faulty.tick_s + 0.5, f"the loop stood still {gap:.2f} s"

@@ -29,14 +29,14 @@ import os
 import random
 from typing import Any
 
-from trafficmgr.contracts import TABLE_VERSION_KEY, redis_key
+from trafficmgr.contracts import TABLE_REDIS_CHANNEL, TABLE_REDIS_KEY, TABLE_VERSION_KEY, redis_key
 from trafficmgr.dns.metrics import Counters
 from trafficmgr.dns.tables import TableStore, parse_table
 
 log = logging.getLogger(__name__)
 
-REDIS_KEY = "trafficmgr:table"
-REDIS_CHANNEL = "trafficmgr:table:updates"
+REDIS_KEY = TABLE_REDIS_KEY
+REDIS_CHANNEL = TABLE_REDIS_CHANNEL
 REDIS_VERSION_KEY = redis_key(TABLE_VERSION_KEY)  # the published table's version alone
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 2.0

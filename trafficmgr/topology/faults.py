@@ -24,6 +24,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trafficmgr.contracts import TICK_DECIDED_AT, TICK_INFO_KEY, redis_key
 from trafficmgr.topology.cluster import Cluster
 from trafficmgr.topology.consistency import unexplained
 from trafficmgr.topology.observe import CLIENTS, DnsWatch, TableFeed, region_of_address
@@ -199,5 +200,5 @@ class Watch:
         return cost
 
     def _recovered(self, ended_at: float) -> bool:
-        decided = float(self.cluster.redis.hget("trafficmgr:tick", "decided_at") or 0)
+        decided = float(self.cluster.redis.hget(redis_key(TICK_INFO_KEY), TICK_DECIDED_AT) or 0)
         return decided > ended_at and self.cluster.settled() is not None
