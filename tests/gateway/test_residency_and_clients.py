@@ -4,13 +4,14 @@ client's address comes from X-Forwarded-For only when a trusted proxy sent it.""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import httpx2 as httpx
 import pytest
 
 from tests.gateway.world import EU_IP, EU_REGIONS, TOKEN, US_IP, GatewayThread, make_core
 from trafficmgr.gateway import GatewaySettings
-from trafficmgr.routing.types import Fleet
+from trafficmgr.routing.types import Fleet, UnlocatedClients
 from trafficmgr.simserver import Fault, FaultKind, SimServerThread
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -66,3 +67,26 @@ def test_forwarded_for_chain_skips_trusted_hops(gateway: GatewayThread) -> None:
     assert r.headers["x-trafficmgr-region"] in EU_REGIONS
     r = post(gateway, {"X-Forwarded-For": f"{EU_IP}, {US_IP}"})  # the last untrusted hop
     assert r.headers["x-trafficmgr-region"] == "us-east"
+
+
+def unlocated(fleet: Fleet, setting: str) -> Fleet:
+    return replace(fleet, unlocated=UnlocatedClients.parse(setting))
+
+
+def test_unlocated_client_is_refused_when_the_fleet_denies_them(fleet: Fleet) -> None:
+    core, _ = make_core(unlocated(fleet, "deny"))
+    with GatewayThread(core, GatewaySettings(trusted_proxies=())) as gw:
+        r = post(gw, {"X-Forwarded-For": EU_IP})  # ignored: the loopback peer is the client
+        assert r.status_code == 403, r.text
+        error = r.json()["error"]
+        assert error["code"] == "client_location_unknown"
+        assert error["type"] == "request_forbidden"
+        assert "unlocated_clients deny" in error["message"]
+        assert "retry-after" not in r.headers
+
+
+def test_unlocated_client_is_kept_in_the_rule_the_fleet_names(fleet: Fleet) -> None:
+    core, _ = make_core(unlocated(fleet, "rule:gdpr"))
+    with GatewayThread(core, GatewaySettings(trusted_proxies=())) as gw:
+        regions = {post(gw, {}).headers["x-trafficmgr-region"] for _ in range(10)}
+        assert regions <= set(EU_REGIONS) and regions

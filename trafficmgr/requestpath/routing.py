@@ -15,6 +15,7 @@ Endpoint, in the first region whose candidates (``regionview``) are not empty:
 Fallbacks: the region's other candidates, least loaded first (in flight per slot), then the
 candidates of the next regions of the list, up to ``max_targets`` in all.
 
+A client the fleet denies because it cannot be located: 403 ``client_location_unknown``.
 No candidate anywhere: 429 ``saturated`` when some endpoint was only full (or the picker
 shed a batch request for lack of headroom), else 503 ``no_capacity``; both with Retry-After.
 A model's fallback chain (``model_fallbacks``) is tried in order before refusing.
@@ -37,6 +38,7 @@ from trafficmgr.routing.picker import EndpointLoad, Picker
 from trafficmgr.routing.types import ClientLocation, Priority, Request, WeightedRegion
 
 Subset = Callable[[EndpointLoad], bool]
+UNLOCATED_CODE = "client_location_unknown"
 REGION_CACHE_SIZE = 65_536
 
 
@@ -110,6 +112,9 @@ class Router:
         )
         found = self._region_candidates(snap, request, info.client_ip)
         entries = found.entries
+        if found.denied:  # no location, no residency guarantee: refused, not retried later
+            message = f"{model} cannot be served to this client: {found.note}"
+            return Refusal(403, UNLOCATED_CODE, message)
         if not entries:
             why = found.note or f"region {self.config.region} is not allowed for this client"
             return self._refusal(503, "no_allowed_region", f"no allowed region for {model}: {why}")
@@ -310,7 +315,7 @@ class _Regions:
     """A request's regions as ``decision.region_candidates`` ordered them, limited to the
     core's region, with each one's lead of the plan's reason (formatted once, then kept)."""
 
-    __slots__ = ("_leads", "entries", "note")
+    __slots__ = ("_leads", "denied", "entries", "note")
 
     def __init__(self, found: RegionCandidates, region: str | None) -> None:
         entries = found.regions
@@ -318,6 +323,7 @@ class _Regions:
             entries = tuple(e for e in entries if e.region == region)
         self.entries: tuple[WeightedRegion, ...] = entries
         self.note = found.note
+        self.denied = found.denied
         self._leads: list[str | None] = [None] * len(entries)
 
     def lead(self, rank: int) -> str:

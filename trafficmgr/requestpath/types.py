@@ -79,7 +79,7 @@ class Plan:
 class Refusal:
     """Why a request is answered at once instead of routed (OpenAI error shape)."""
 
-    status: int  # 400 bad header, 404 unknown model, 429 saturated, 503 nothing eligible
+    status: int  # 400 bad header, 403 unlocated, 404 unknown model, 429 saturated, 503 none
     code: str
     message: str
     retry_after_s: int | None = None
@@ -94,6 +94,7 @@ class Refusal:
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    403: "request_forbidden",
     404: "invalid_request_error",
     405: "invalid_request_error",
     413: "invalid_request_error",

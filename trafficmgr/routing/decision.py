@@ -8,7 +8,8 @@ questions of one request; the answers are here, pure, so they cannot drift apart
   client address is known, so one client keeps its region while the weights hold; at random
   for a country, which is not a client), then the rest by weight, then regions residency
   allows that the list leaves out (``reserve_regions``: the one-tick gap before the table
-  catches up with a failure). No allowed region, no candidates, and a note saying why.
+  catches up with a failure). No allowed region, no candidates, and a note saying why;
+  ``denied`` when the client cannot be located and the fleet denies such clients.
 - ``build_loads``: the picker's view of a region's endpoints from their heartbeats and the
   engine's ``endpoint_health``. A region without evidence yet (state ``unknown``) counts its
   endpoints healthy by configuration, as the table does; a region the list names while it is
@@ -60,6 +61,7 @@ class RegionCandidates:
     regions: tuple[WeightedRegion, ...]  # empty: nothing allowed (see ``note``)
     listed: int  # how many of ``regions`` come from the zone's list (the rest are reserve)
     note: str  # why the list is empty, when it is
+    denied: bool = False  # the client cannot be located and the fleet denies such clients
 
 
 def region_candidates(
@@ -70,8 +72,11 @@ def region_candidates(
     rng: random.Random | None = None,
 ) -> RegionCandidates:
     """Return the regions to try for ``request``; ``key`` is the client address, if known."""
+    decision = base_decision(fleet, request.client)
+    if decision.denied:
+        return RegionCandidates((), 0, decision.reason, denied=True)
     entries = lookup(table, request.client, request.model)
-    strict = base_decision(fleet, request.client).strict_regions
+    strict = decision.strict_regions
     allowed = [w for w in entries if strict is None or w.region in strict]
     if not allowed:
         return RegionCandidates((), 0, table_note(table, request))

@@ -8,7 +8,10 @@ spill back to what the strict rules (or nothing) allow, and it says so (``spille
 
 A rule matches a client by its country (named, or a member of one of the rule's country sets,
 ``countrysets.py``: the union of both is ``rule.countries``) or by its continent (given, or
-derived from the country). A client whose location is unknown matches no rule.
+derived from the country). A client whose location is unknown (no continent: a private
+address, no GeoIP answer, no ECS) matches no rule; the fleet's ``unlocated`` setting says what
+it gets instead (``unlocated_decision``): nothing (``deny``), a rule's regions (strictly), a
+zone's decision, or, by default, no restriction. Every front asks here, so all answer alike.
 """
 
 from __future__ import annotations
@@ -16,8 +19,15 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 
-from trafficmgr.routing.countries import continent_of
-from trafficmgr.routing.types import ClientLocation, Fleet, ResidencyMode, ResidencyRule
+from trafficmgr.routing.countries import CONTINENTS, continent_of
+from trafficmgr.routing.geo import continent_location, country_location
+from trafficmgr.routing.types import (
+    ClientLocation,
+    Fleet,
+    ResidencyMode,
+    ResidencyRule,
+    UnlocatedKind,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +41,7 @@ class ResidencyDecision:
     reason: str = "no residency rule applies"
     spilled: bool = False  # every preferred region is down: spilled to the wider set
     strict_regions: tuple[str, ...] | None = None  # what the strict rules alone allow
+    denied: bool = False  # the client cannot be located and the fleet denies such clients
 
     def allows(self, region: str) -> bool:
         """Tell whether ``region`` may serve the client."""
@@ -38,6 +49,7 @@ class ResidencyDecision:
 
 
 UNRESTRICTED = ResidencyDecision(regions=None, strict=False)
+UNLOCATED = "client location unknown"
 
 
 def rule_matches(rule: ResidencyRule, client: ClientLocation) -> bool:
@@ -61,7 +73,9 @@ def base_decision(fleet: Fleet, client: ClientLocation) -> ResidencyDecision:
     """Decide from the rules alone, as if every preferred region were available."""
     matching = [rule for rule in fleet.residency if rule_matches(rule, client)]
     if not matching:
-        return UNRESTRICTED
+        if fleet.unlocated.kind is UnlocatedKind.UNRESTRICTED or client.located():
+            return UNRESTRICTED
+        return unlocated_decision(fleet)
     order = {r.name: i for i, r in enumerate(fleet.regions)}
     strict_rules = [r for r in matching if r.mode is ResidencyMode.STRICT]
     preferred_rules = [r for r in matching if r.mode is ResidencyMode.PREFERRED]
@@ -83,6 +97,39 @@ def base_decision(fleet: Fleet, client: ClientLocation) -> ResidencyDecision:
     if strict_rules:
         reason = f"{strict_text}; {reason}"
     return ResidencyDecision(preferred, strict, preferred, names, reason, False, regions)
+
+
+def unlocated_decision(fleet: Fleet) -> ResidencyDecision:
+    """Decide for a client that cannot be located, as the fleet's ``unlocated`` setting says.
+
+    A ``rule:NAME`` the fleet no longer has denies: the setting asked for a restriction, so
+    its absence must not lift every restriction.
+    """
+    setting = fleet.unlocated
+    text = f"{UNLOCATED}, unlocated_clients {setting}"
+    if setting.kind is UnlocatedKind.ZONE:
+        inner = base_decision(fleet, unlocated_stand_in(fleet))
+        rules = inner.rules or (str(setting),)
+        return replace(inner, rules=rules, reason=f"{text}: {inner.reason}")
+    if setting.kind is UnlocatedKind.RULE:
+        rule = next((r for r in fleet.residency if r.name == setting.target), None)
+        if rule is not None:
+            order = {r.name: i for i, r in enumerate(fleet.regions)}
+            regions = _ordered(rule.regions, order)
+            reason = f"{text} → {', '.join(regions)}"
+            return ResidencyDecision(regions, True, (), (rule.name,), reason, False, regions)
+        text = f"{text}: no such rule"
+    return ResidencyDecision((), True, (), (str(setting),), text, False, (), denied=True)
+
+
+def unlocated_stand_in(fleet: Fleet) -> ClientLocation:
+    """Return where a client that cannot be located is taken to be (``zone:CODE``), else nowhere."""
+    setting = fleet.unlocated
+    if setting.kind is not UnlocatedKind.ZONE:
+        return ClientLocation()
+    if setting.target in CONTINENTS:
+        return continent_location(setting.target)
+    return country_location(setting.target)
 
 
 def apply_availability(decision: ResidencyDecision, down: Collection[str]) -> ResidencyDecision:

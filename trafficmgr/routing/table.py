@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from trafficmgr.routing.countries import CONTINENTS, continent_of
 from trafficmgr.routing.geo import continent_location, country_location, rtt_ms
 from trafficmgr.routing.health import config_status
-from trafficmgr.routing.residency import ResidencyDecision, base_decision
+from trafficmgr.routing.residency import ResidencyDecision, base_decision, unlocated_stand_in
 from trafficmgr.routing.spillover import spill_damping
 from trafficmgr.routing.table_diff import TableDiff, diff_tables
 from trafficmgr.routing.table_json import content_version, table_from_json, table_to_json
@@ -188,13 +188,17 @@ def _zone_plan(
     compiles of the same fleet.
     """
     wanted = None if zones is None else tuple(zones)
-    key = (fleet.residency, tuple(r.name for r in fleet.regions), fleet.clients, wanted)
+    regions = tuple(r.name for r in fleet.regions)
+    key = (fleet.residency, regions, fleet.clients, wanted, fleet.unlocated)
     plan = _ZONE_PLANS.get(key)
     if plan is None:
         plan = []
         for zone in table_zones(fleet, wanted):
             client = zone_location(zone)
-            plan.append((zone, client, base_decision(fleet, client)))
+            decision = base_decision(fleet, client)
+            if zone == DEFAULT_ZONE:  # clients that cannot be located: nearest to the stand-in
+                client = unlocated_stand_in(fleet)
+            plan.append((zone, client, decision))
         if len(_ZONE_PLANS) >= _ZONE_PLANS_LIMIT:
             _ZONE_PLANS.clear()
         _ZONE_PLANS[key] = plan

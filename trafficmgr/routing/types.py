@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from trafficmgr.routing.countries import CONTINENTS, continent_of
 from trafficmgr.routing.countrysets import set_countries
 from trafficmgr.routing.values import value
 
@@ -122,6 +123,49 @@ class ResidencyRule:
         return self.countries - set_countries(self.sets) if self.sets else self.countries
 
 
+class UnlocatedKind(StrEnum):
+    UNRESTRICTED = "unrestricted"
+    DENY = "deny"
+    RULE = "rule"
+    ZONE = "zone"
+
+
+UNLOCATED_FORMS = "unrestricted, deny, rule:NAME or zone:CODE"
+
+
+@dataclass(frozen=True, slots=True)
+class UnlocatedClients:
+    """What a client whose location is unknown gets (no country or continent: a private address,
+    no GeoIP answer, no ECS): ``unrestricted`` (no rule applies, the default), ``deny``,
+    ``rule:NAME`` (held to that residency rule's regions, strictly, whatever its mode) or
+    ``zone:CODE`` (routed as a client of that country or continent).
+    """
+
+    kind: UnlocatedKind = UnlocatedKind.UNRESTRICTED
+    target: str = ""  # the rule's name or the zone's code
+
+    @classmethod
+    def parse(cls, text: object) -> UnlocatedClients:
+        """Read the fleet file's form; raise ValueError saying what is accepted."""
+        if not isinstance(text, str):
+            raise ValueError(f"expected a string ({UNLOCATED_FORMS})")
+        head, sep, target = text.strip().partition(":")
+        head, target = head.strip().lower(), target.strip()
+        if not sep and head in (UnlocatedKind.UNRESTRICTED, UnlocatedKind.DENY):
+            return cls(UnlocatedKind(head))
+        if sep and head == UnlocatedKind.RULE and target:
+            return cls(UnlocatedKind.RULE, target)
+        if sep and head == UnlocatedKind.ZONE:
+            code = target.upper()
+            if code in CONTINENTS or continent_of(code) is not None:
+                return cls(UnlocatedKind.ZONE, code)
+            raise ValueError(f"{target!r} is no ISO 3166-1 alpha-2 country or continent code")
+        raise ValueError(f"{text[:80]!r} is not one of {UNLOCATED_FORMS}")
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.target}" if self.target else self.kind.value
+
+
 @dataclass(frozen=True, slots=True)
 class FailoverPolicy:
     heartbeat_interval_s: float = 1.0
@@ -173,6 +217,7 @@ class Fleet:
     failover: FailoverPolicy = field(default_factory=FailoverPolicy)
     clients: tuple[ClientShare, ...] = ()
     slo: ServiceObjective = field(default_factory=ServiceObjective)
+    unlocated: UnlocatedClients = field(default_factory=UnlocatedClients)
 
     def region(self, name: str) -> Region:
         for region in self.regions:
@@ -194,6 +239,12 @@ class ClientLocation:
     country: str | None = None
     continent: str | None = None
     point: GeoPoint | None = None
+
+    def located(self) -> bool:
+        """Tell whether the client's continent is known (given, or derived from its country)."""
+        if self.continent:
+            return True
+        return self.country is not None and continent_of(self.country.upper()) is not None
 
 
 # --- heartbeats (agent → control plane), docs/architecture.md §4 -------------------------------
