@@ -104,7 +104,7 @@ class FailoverPolicyAdmin(admin.ModelAdmin):
 
 @admin.register(FleetSettings)
 class FleetSettingsAdmin(admin.ModelAdmin):
-    list_display = ("zone", "ttl", "updated_at")
+    list_display = ("zone", "ttl", "unlocated_clients", "updated_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return not FleetSettings.objects.exists()

@@ -7,7 +7,13 @@ from typing import Any
 
 import yaml
 
-from trafficmgr.routing.types import AdminState, FailoverPolicy, Fleet, ServiceObjective
+from trafficmgr.routing.types import (
+    AdminState,
+    FailoverPolicy,
+    Fleet,
+    ServiceObjective,
+    UnlocatedClients,
+)
 
 
 def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
@@ -69,6 +75,8 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
         }
         for rule in fleet.residency
     ]
+    if fleet.unlocated != UnlocatedClients():
+        doc["unlocated_clients"] = str(fleet.unlocated)
     doc["failover"] = failover_to_dict(fleet.failover)
     if fleet.clients:
         doc["clients"] = [{"country": c.country, "share": c.share} for c in fleet.clients]

@@ -37,6 +37,8 @@ from trafficmgr.routing.types import (
     ResidencyMode,
     ResidencyRule,
     ServiceObjective,
+    UnlocatedClients,
+    UnlocatedKind,
 )
 
 __all__ = [
@@ -203,7 +205,17 @@ def _host(host: str) -> None:
         raise ValueError(f"{host!r} is neither an IP address nor a host name")
 
 
-FLEET_KEYS = {"zone", "ttl", "gpu_profiles", "regions", "residency", "failover", "clients", "slo"}
+FLEET_KEYS = {
+    "zone",
+    "ttl",
+    "gpu_profiles",
+    "regions",
+    "residency",
+    "unlocated_clients",
+    "failover",
+    "clients",
+    "slo",
+}
 REGION_KEYS = {
     "name",
     "country",
@@ -268,6 +280,7 @@ def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
     regions = _regions(r, doc.get("regions"), profiles)
     names = {reg.name for reg in regions}
     residency = _residency(r, doc.get("residency"), names)
+    unlocated = _unlocated(r, doc.get("unlocated_clients", "unrestricted"), residency)
     failover = _failover(r, doc.get("failover"))
     clients = _clients(r, doc.get("clients"))
     slo = _slo(r, doc.get("slo"), {m for reg in regions for e in reg.endpoints for m in e.models})
@@ -284,7 +297,21 @@ def fleet_from_dict(raw: Any, lines: Mapping[str, int] | None = None) -> Fleet:
         failover=failover,
         clients=clients,
         slo=slo,
+        unlocated=unlocated,
     )
+
+
+def _unlocated(r: _Reader, value: Any, residency: tuple[ResidencyRule, ...]) -> UnlocatedClients:
+    """Read ``unlocated_clients``; a ``rule:NAME`` must name a rule of ``residency``."""
+    try:
+        setting = UnlocatedClients.parse(value)
+    except ValueError as exc:
+        r.error("unlocated_clients", str(exc))
+        return UnlocatedClients()
+    rules = {rule.name for rule in residency}
+    if setting.kind is UnlocatedKind.RULE and setting.target not in rules:
+        r.error("unlocated_clients", f"no residency rule is named {setting.target!r}")
+    return setting
 
 
 MAX_TTFT_MS = 3_600_000.0

@@ -188,6 +188,7 @@ def fleet_state(fleet: t.Fleet) -> State:
                 "ttl": fleet.ttl,
                 "clients": [{"country": c.country, "share": c.share} for c in fleet.clients],
                 "slo": slo_doc(fleet.slo),
+                "unlocated_clients": str(fleet.unlocated),
             }
         },
         "gpu_profile": {

@@ -43,7 +43,18 @@ def fleet_snapshot() -> t.Fleet:
         failover=_policy(policy) if policy is not None else t.FailoverPolicy(),
         clients=tuple(t.ClientShare(str(c["country"]), float(c["share"])) for c in clients),
         slo=_slo(settings.slo if settings is not None else {}),
+        unlocated=_unlocated(settings.unlocated_clients if settings is not None else ""),
     )
+
+
+def _unlocated(text: str) -> t.UnlocatedClients:
+    """Read the stored setting; one the engine cannot read denies (fail closed), never opens."""
+    if not text:
+        return t.UnlocatedClients()
+    try:
+        return t.UnlocatedClients.parse(text)
+    except ValueError:
+        return t.UnlocatedClients(t.UnlocatedKind.DENY)
 
 
 def _slo(doc: Any) -> t.ServiceObjective:

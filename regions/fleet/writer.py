@@ -81,6 +81,7 @@ def _save_settings(fleet: t.Fleet) -> None:
     obj.zone, obj.ttl = fleet.zone, fleet.ttl
     obj.clients = [{"country": c.country, "share": c.share} for c in fleet.clients]
     obj.slo = slo_doc(fleet.slo)
+    obj.unlocated_clients = str(fleet.unlocated)
     _store(obj, "fleet")
 
 

@@ -11,6 +11,7 @@ from django.db import models
 from trafficmgr.fleetfile import FAILOVER_RANGES, parse_address
 from trafficmgr.routing.countries import CONTINENTS, continent_of
 from trafficmgr.routing.countrysets import COUNTRY_SETS, SET_NAMES
+from trafficmgr.routing.types import UnlocatedClients
 
 NAME_VALIDATOR_MSG = "may only hold letters, digits, '-', '_' and '.'"
 
@@ -18,6 +19,14 @@ NAME_VALIDATOR_MSG = "may only hold letters, digits, '-', '_' and '.'"
 def validate_name(value: str) -> None:
     if not value or not all(c.isalnum() or c in "-_." for c in value):
         raise ValidationError(f"{value!r} {NAME_VALIDATOR_MSG}")
+
+
+def validate_unlocated(value: str) -> None:
+    """Refuse what ``UnlocatedClients.parse`` refuses, with its message."""
+    try:
+        UnlocatedClients.parse(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 def validate_country(value: str) -> None:
@@ -32,13 +41,20 @@ class AdminState(models.TextChoices):
 
 
 class FleetSettings(models.Model):
-    """Fleet-wide values of the fleet file: the DNS zone, answer TTL, client mix and objective."""
+    """Fleet-wide values of the fleet file: zone, TTL, client mix, objective, unlocated clients."""
 
     zone = models.CharField(max_length=253, default="infer.example.test")
     ttl = models.PositiveIntegerField(default=10)
     clients = models.JSONField(default=list, blank=True)
     # The fleet file's ``slo`` as it writes it ({} = the engine's default objective).
     slo = models.JSONField(default=dict, blank=True)
+    # What clients that cannot be located get (the fleet file's ``unlocated_clients``).
+    unlocated_clients = models.CharField(
+        max_length=80,
+        default="unrestricted",
+        validators=[validate_unlocated],
+        help_text="unrestricted, deny, rule:NAME (a residency rule) or zone:CODE",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
