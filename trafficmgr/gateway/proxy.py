@@ -96,7 +96,13 @@ class Proxy:
             fixed["Authorization"] = f"Bearer {settings.upstream_api_key}"
         # Cookies are never kept (one endpoint's cookies are no client's), bodies passed as is.
         self._pool = UpstreamPool(
-            settings.connect_timeout_s, settings.keepalive_s, settings.max_connections, fixed
+            settings.connect_timeout_s,
+            settings.keepalive_s,
+            settings.max_connections,
+            fixed,
+            max_head_bytes=settings.upstream_max_head_bytes,
+            max_headers=settings.upstream_max_headers,
+            max_body_bytes=settings.upstream_max_body_bytes,
         )
 
     async def close(self) -> None:

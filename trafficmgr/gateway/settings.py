@@ -30,6 +30,12 @@ class GatewaySettings:
     retry_budget_per_s: float = 10.0  # ... plus this many per second
     upstream_api_key: str | None = None  # sent to the endpoints (clients' tokens never are)
     max_connections: int = 4096  # pooled keep-alive connections to the endpoints, in all
+    # an endpoint past these is broken (its connection aborted, the attempt failed): the
+    # status line and headers of a response (1xx interims included), how many headers, and
+    # a body read whole (non-streamed answers and passed-back 4xx)
+    upstream_max_head_bytes: int = 64 * 1024
+    upstream_max_headers: int = 100
+    upstream_max_body_bytes: int = 64 * 1024 * 1024
     keepalive_s: float = 60.0
     access_log: bool = False
     shutdown_timeout_s: float = 30.0  # in-flight requests finish (drain) before exit

@@ -15,6 +15,13 @@ leaves the pool when its ``connection_lost`` runs. A response not read to its en
 aborted on ``close()`` (for a stream: the server sees the connection drop and stops the
 generation). Errors: ``ConnectFailed`` (nothing was sent), ``UpstreamBroken`` (the
 connection failed or the bytes were not HTTP). Timeouts are the caller's (``Deadline``).
+
+An endpoint cannot make the gateway buffer without bound, nor desynchronise a pooled
+connection: a response's head (1xx interims included) is at most ``max_head_bytes`` and
+``max_headers`` headers, a body read whole at most ``max_body_bytes``; interim responses
+(``100 Continue``, ``103 Early Hints``) are skipped; any byte after the end of the response
+(a second response glued to the first) is a protocol error. Each of these fails the response
+with ``UpstreamBroken`` and aborts its connection, which never goes back to the pool.
 """
 
 from __future__ import annotations
@@ -23,12 +30,15 @@ import asyncio
 import collections
 import time
 from collections.abc import Mapping
-from typing import cast
+from typing import NoReturn, cast
 
 import httptools
 
 HIGH_WATER = 256 * 1024  # unread body bytes above which the connection stops reading
 LOW_WATER = 64 * 1024
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADERS = 100
+MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 class UpstreamError(Exception):
@@ -57,6 +67,12 @@ class Connection:
         self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
         self._response: UpstreamResponse | None = None
+        self._head_read = 0  # bytes read while the final head was incomplete
+        self._head_bytes = 0  # header names and values parsed, interims' included
+        self._header_count = 0
+        self._interim = False  # the message being parsed is a 1xx
+        self._final = False  # the final response was parsed whole: nothing may follow
+        self._refusal: UpstreamBroken | None = None  # why a callback stopped the parser
 
     # --- asyncio.Protocol ---
 
@@ -64,15 +80,28 @@ class Connection:
         self.transport = transport  # type: ignore[assignment]  # a TCP transport (uvloop's too)
 
     def data_received(self, data: bytes) -> None:
-        if self._response is None:  # bytes nobody asked for: the connection is unusable
+        response = self._response
+        if response is None:  # bytes nobody asked for: the connection is unusable
             self.abort()
+            return
+        if self._final:
+            self._fail(UpstreamBroken("bytes after the end of the response"))
             return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail(UpstreamBroken("the endpoint switched protocols"))
+            return
         except httptools.HttpParserError as exc:
-            self._fail(UpstreamBroken(f"not an HTTP response: {exc}"))
+            self._fail(self._refusal or UpstreamBroken(f"not an HTTP response: {exc}"))
+            return
+        if not response._headers_seen:
+            # what the parser holds of an unfinished head (a header value is kept whole until
+            # its line ends) grows with every read: bounded by the head limit plus one read
+            self._head_read += len(data)
+            if self._head_read > self.pool.max_head_bytes:
+                limit = self.pool.max_head_bytes
+                self._fail(UpstreamBroken(f"response head larger than {limit} bytes"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -94,15 +123,31 @@ class Connection:
     def resume_writing(self) -> None:
         pass
 
-    # --- httptools callbacks ---
+    # --- httptools callbacks (an exception raised here stops the parser: ``_refuse``) ---
+
+    def on_message_begin(self) -> None:
+        if self._final:  # a second response in the read that ended the first
+            self._refuse("bytes after the end of the response")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         assert self._response is not None
+        self._head_bytes += len(name) + len(value)
+        self._header_count += 1
+        if self._header_count > self.pool.max_headers:
+            self._refuse(f"more than {self.pool.max_headers} response headers")
+        if self._head_bytes > self.pool.max_head_bytes:
+            self._refuse(f"response head larger than {self.pool.max_head_bytes} bytes")
         self._response.raw_headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         assert self._response is not None
-        self._response.headers_done(self._parser.get_status_code())
+        status = self._parser.get_status_code()
+        if status == 101:
+            self._refuse("the endpoint switched protocols")
+        if 100 <= status < 200:  # an interim response: the final one follows
+            self._interim = True
+            return
+        self._response.headers_done(status)
 
     def on_body(self, body: bytes) -> None:
         assert self._response is not None
@@ -111,14 +156,26 @@ class Connection:
     def on_message_complete(self) -> None:
         response = self._response
         assert response is not None
+        if self._interim:
+            self._interim = False
+            response.raw_headers.clear()
+            return
+        self._final = True
         response.keep_alive = self._parser.should_keep_alive()
         response.finish()
+
+    def _refuse(self, why: str) -> NoReturn:
+        """Stop the parser: the response is broken for ``why``."""
+        refusal = self._refusal = UpstreamBroken(why)
+        raise refusal
 
     # --- use ---
 
     def send(self, response: UpstreamResponse, head: bytes, body: bytes) -> None:
         assert self.transport is not None
         self._response = response
+        self._head_read = self._head_bytes = self._header_count = 0
+        self._interim = self._final = False
         self.transport.write(head + body if len(body) < 16_384 else head)
         if len(body) >= 16_384:
             self.transport.write(body)
@@ -252,11 +309,11 @@ class UpstreamResponse:
         while True:
             if self._chunks:
                 return self._take()
+            if self._error is not None:  # before ``complete``: bytes after the end fail it
+                raise self._error
             if self.complete:
                 self.close()
                 return b""
-            if self._error is not None:
-                raise self._error
             await self._wait()
 
     def arrived(self) -> bytes | None:
@@ -279,7 +336,9 @@ class UpstreamResponse:
         return data
 
     async def read(self, limit: int | None = None) -> bytes:
-        """Return the whole body (or its first ``limit`` bytes, the rest discarded)."""
+        """Return the whole body (or its first ``limit`` bytes, the rest discarded); raise
+        UpstreamBroken, the connection aborted, when it is larger than the pool allows."""
+        cap = self._conn.pool.max_body_bytes
         parts = []
         size = 0
         while limit is None or size < limit:
@@ -288,6 +347,9 @@ class UpstreamResponse:
                 break
             parts.append(chunk)
             size += len(chunk)
+            if limit is None and size > cap:
+                self.close()
+                raise UpstreamBroken(f"response body larger than {cap} bytes")
         data = b"".join(parts)
         return data if limit is None else data[:limit]
 
@@ -311,10 +373,17 @@ class UpstreamPool:
         keepalive_s: float,
         max_idle: int,
         headers: Mapping[str, str] | None = None,
+        *,
+        max_head_bytes: int = MAX_HEAD_BYTES,
+        max_headers: int = MAX_HEADERS,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
         self.max_idle = max_idle
+        self.max_head_bytes = max_head_bytes
+        self.max_headers = max_headers
+        self.max_body_bytes = max_body_bytes
         self._idle: dict[str, list[Connection]] = {}
         self._idle_count = 0
         self._heads: dict[tuple[str, str], bytes] = {}
