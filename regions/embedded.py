@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from regions import conf, hotstate
 from regions.access.issue import create_token
 from regions.loop.control import EmbeddedTicker
 from regions.models import AgentToken
-from trafficmgr.routing.types import Fleet, RoutingTable
+from trafficmgr.routing.types import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class EmbeddedSystem:
     dns_thread: Any = None
     dns_server: Any = None
     agent_threads: list[tuple[Any, threading.Thread]] = field(default_factory=list)
+    unfollow: Callable[[], None] | None = None
 
     def start(self) -> None:
         self.ticker = EmbeddedTicker(conf.tick_seconds()).start()
@@ -64,15 +66,8 @@ class EmbeddedSystem:
         self.dns_server = DnsServer(self.fleet, config)
         self.dns_thread = ServerThread(self.dns_server)
         self.dns_thread.start()
-        store = hotstate.get()
-        current = store.table()
-        if current is not None:
-            self.dns_server.set_table(current)
-
-        def publish(table: RoutingTable) -> None:
-            self.dns_server.set_table(table)
-
-        store.listeners.append(publish)  # type: ignore[attr-defined]
+        # Every table the loop publishes, in this process or (with Redis) any other.
+        self.unfollow = hotstate.get().follow_tables(self.dns_server.set_table)
 
     def _start_agents(self) -> None:
         self.agent_threads.extend(
@@ -84,6 +79,8 @@ class EmbeddedSystem:
         self.agent_threads.clear()
         if self.ticker is not None:
             self.ticker.stop()
+        if self.unfollow is not None:
+            self.unfollow()
         if self.dns_thread is not None:
             self.dns_thread.stop()
 

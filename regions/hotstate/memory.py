@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -53,7 +53,7 @@ class MemoryHotState:
             self._counters: dict[str, float] = {}
             self._tick: dict[str, float] = {}
             self._completions: dict[str, deque[tuple[int, Completion]]] = {}
-            self.listeners: list[Any] = []
+            self.listeners: list[Callable[[RoutingTable], None]] = []
             self._outbox: list[bytes] = []
             self._impairments: dict[str, tuple[float, float]] = {}
             self._epoch = "memory"
@@ -126,6 +126,19 @@ class MemoryHotState:
         self._table = table
         for listener in list(self.listeners):
             listener(table)
+
+    def follow_tables(self, listener: Callable[[RoutingTable], None]) -> Callable[[], None]:
+        """Call ``listener`` on every publication of this process (the only one sharing it)."""
+        table = self._table
+        self.listeners.append(listener)
+        if table is not None:
+            listener(table)
+
+        def stop() -> None:
+            if listener in self.listeners:
+                self.listeners.remove(listener)
+
+        return stop
 
     def set_drill(self, endpoint: str, instruction: Mapping[str, Any], ttl_s: float) -> None:
         with self._lock:

@@ -8,7 +8,7 @@ all of them, what ``regions.hotstate.get`` returns. Two adapters implement it:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -156,6 +156,10 @@ class TableStore(Protocol):
     def publish_table(
         self, table: RoutingTable, doc: dict[str, Any] | None = None, text: bytes | None = None
     ) -> None: ...
+    def follow_tables(self, listener: Callable[[RoutingTable], None]) -> Callable[[], None]:
+        """Hand ``listener`` every table published from now on, by any process sharing the
+        store (the current one first, if any); return the function that stops it."""
+        ...
 
 
 class DrillMailbox(Protocol):

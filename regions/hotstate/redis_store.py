@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from regions.conf import HOTSTATE_TIMEOUT_DEFAULT_S
 from regions.hotstate import redis_client, scripts
+from regions.hotstate.redis_follow import TableFollower
 from regions.hotstate.redis_heartbeats import RedisHeartbeats
 from regions.hotstate.redis_tick import RedisTickLease
 from trafficmgr.contracts import (
@@ -72,6 +73,7 @@ class RedisHotState(RedisHeartbeats, RedisTickLease):
             url, timeout_s, max(timeout_s, redis_client.LOOP_READ_TIMEOUT_S), self.breaker
         )
         self.prefix = prefix
+        self.url = url
         self._put = self.redis.register_script(scripts.PUT_HEARTBEAT_LUA)
         self._release = self.loop_redis.register_script(scripts.RELEASE_LUA)
         self._acquire = self.loop_redis.register_script(scripts.ACQUIRE_LUA)
@@ -174,6 +176,10 @@ class RedisHotState(RedisHeartbeats, RedisTickLease):
         pipe.publish(self.key(TABLE_CHANNEL_SUFFIX), text)
         pipe.execute()
         self._cached_table = table
+
+    def follow_tables(self, listener: Callable[[RoutingTable], None]) -> Callable[[], None]:
+        """Follow the table every process publishes here, from a thread of its own."""
+        return TableFollower(self.url, self.prefix, listener).start().stop
 
     def set_drill(self, endpoint: str, instruction: Mapping[str, Any], ttl_s: float) -> None:
         self.redis.set(

@@ -193,6 +193,7 @@ class Demo:
         *,
         agents: bool = False,
         extra: tuple[str, ...] = (),
+        redis_url: str | None = None,
     ) -> None:
         env = os.environ | {
             "TRAFFICMGR_VAR_DIR": str(var_dir),
@@ -202,6 +203,9 @@ class Demo:
         }
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)
+        if redis_url is not None:
+            env["REDIS_URL"] = redis_url
+        self.env = env
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -542,3 +546,73 @@ def test_the_docs_say_the_dns_server_follows_apply_fleet_without_a_restart() -> 
     assert "--fleet-poll" in compose and "without a restart" in compose
     assert "rollout restart deployment/dns" not in k8s
     assert "no restart is needed" in k8s
+
+
+def own_database(redis_url: str, db: int = 11) -> str:
+    """The URL of Redis database ``db`` (emptied): the demo's keys apart from other tests'."""
+    import redis
+
+    base = redis_url.rsplit("/", 1)[0] if redis_url.count("/") > 2 else redis_url
+    url = f"{base}/{db}"
+    redis.Redis.from_url(url, socket_timeout=2).flushdb()
+    return url
+
+
+def get_json(url: str, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+        return json.load(r)
+
+
+def dns_table_version(port: int) -> str:
+    import dns.message
+    import dns.query
+
+    query = dns.message.make_query("llama-3-70b.infer.example.test", "TXT")
+    answer = dns.query.udp(query, "127.0.0.1", port=port, timeout=5)
+    head = next(s.decode() for rrset in answer.answer for item in rrset for s in item.strings)
+    return head.split()[0].removeprefix("table=")
+
+
+@pytest.mark.integration
+def test_demo_runs_on_redis_and_a_separate_gateway_shares_its_table(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """With REDIS_URL set the demo's DNS server follows the table through Redis, and a
+    ``manage.py gateway`` started beside it routes on the same table."""
+    url = own_database(redis_url)
+    port, dns_port, gw_port = free_port(), free_port(), free_port()
+    demo = Demo(tmp_path, port, dns_port, redis_url=url)
+    gateway: subprocess.Popen[str] | None = None
+    try:
+        demo.wait_for("trafficmgr demo is running")
+        token = demo.wait_for("API token").split()[2]
+        base = f"http://127.0.0.1:{port}"
+        gateway = subprocess.Popen(
+            [sys.executable, "manage.py", "gateway", "--listen", f"127.0.0.1:{gw_port}"],
+            cwd=ROOT,
+            env=demo.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        seen: tuple[str, str, Any] = ("", "", None)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            published = get_json(f"{base}/api/v1/routing/table", token)["version"]
+            try:
+                health = get_json(f"http://127.0.0.1:{gw_port}/healthz")
+            except OSError:
+                health = None
+            seen = (published, dns_table_version(dns_port), health)
+            if seen[1] == published and health and health["table"] == published:
+                break
+            time.sleep(0.5)
+        assert seen[1] == seen[0], seen
+        assert seen[2] is not None and seen[2]["table"] == seen[0], seen
+    finally:
+        if gateway is not None:
+            gateway.send_signal(signal.SIGINT)
+            gateway.wait(30)
+        code = demo.interrupt()
+    assert code == 0, "".join(demo.lines)
+    assert "Traceback" not in "".join(demo.lines)

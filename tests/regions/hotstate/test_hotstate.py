@@ -90,6 +90,33 @@ def test_published_table_round_trips(store: Any, feed_table: Any) -> None:
     assert store.table() == feed_table
 
 
+def test_followers_get_the_current_table_then_each_published_one(
+    store: Any, feed_table: Any
+) -> None:
+    """What the embedded demo's DNS server follows, with Redis or without."""
+    from dataclasses import replace
+
+    store.publish_table(feed_table)
+    seen: list[str] = []
+    stop = store.follow_tables(lambda table: seen.append(table.version))
+    try:
+        wait_until(lambda: seen == [feed_table.version])
+        store.publish_table(replace(feed_table, version="next"))
+        wait_until(lambda: seen == [feed_table.version, "next"])
+    finally:
+        stop()
+    store.publish_table(replace(feed_table, version="after"))
+    time.sleep(0.3)
+    assert seen == [feed_table.version, "next"]
+
+
+def wait_until(done: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert done()
+
+
 @pytest.fixture
 def feed_table() -> Any:
     from tests.worlds import GDPR
