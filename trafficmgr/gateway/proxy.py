@@ -18,6 +18,7 @@ the upstream response is closed, which makes the server abort the generation.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -48,17 +49,21 @@ from trafficmgr.requestpath.budget import RetryBudget
 if TYPE_CHECKING:
     from trafficmgr.gateway.tracing import RequestTrace
 
+log = logging.getLogger("trafficmgr.gateway")
+
 OK = Outcome.OK
 CLIENT_GONE = ConnectionResetError  # a write after the client closed its connection
 
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """Why an attempt failed before the first byte."""
+    """Why an attempt failed before the first byte: ``message`` may reach the client, what the
+    upstream sent (``detail``) only the log."""
 
     outcome: Outcome
     message: str
     retry_after: int | None = None
+    detail: str = ""
 
 
 @dataclass(slots=True)
@@ -127,6 +132,8 @@ class Proxy:
                     return result
                 last = result
                 self.core.attempt_failed(handle, result.outcome)
+                if result.detail:  # the upstream's own words: for the operator, not the client
+                    log.warning("%s (%s): %.300s", result.message, ex.request_id, result.detail)
                 if ex.trace is not None:
                     ex.trace.attempt_failed(target, result.outcome, result.message)
             return self._exhausted(ex, last)
@@ -164,7 +171,7 @@ class Proxy:
         except (UpstreamError, BrokenStream) as exc:
             _close(resp)
             outcome = Outcome.SERVER_ERROR if isinstance(exc, ErrorEvent) else Outcome.BROKEN
-            return Failure(outcome, f"{target.name}: {exc or type(exc).__name__}")
+            return Failure(outcome, f"{target.name}: {_kind(exc)}", detail=str(exc))
         except BaseException:
             _close(resp)  # the client went away: abort the generation upstream
             raise
@@ -181,7 +188,7 @@ class Proxy:
                 raise BrokenStream("stream ended before its first event")
             first, tokens = relay.feed(chunk)
             if relay.error is not None and not relay.tokens:
-                raise ErrorEvent(f"error event before the first token: {relay.error[:200]!r}")
+                raise ErrorEvent(f"error event before the first token: {relay.error[:300]!r}")
             if first:
                 return first, tokens
 
@@ -195,8 +202,8 @@ class Proxy:
         if status == 429:
             retry = resp.headers.get("retry-after", "")
             after = int(retry) if retry.isdigit() else None
-            return Failure(Outcome.THROTTLED, f"{target.name}: 429 {detail[:200]}", after)
-        return Failure(Outcome.SERVER_ERROR, f"{target.name}: {status} {detail[:200]}")
+            return Failure(Outcome.THROTTLED, f"{target.name}: 429", after, detail)
+        return Failure(Outcome.SERVER_ERROR, f"{target.name}: {status}", detail=detail)
 
     def _headers(
         self, ex: Exchange, target: Target, sent: float, content_type: str
@@ -306,7 +313,9 @@ class Proxy:
         except TimeoutError:
             return Outcome.STALLED, f"no data for {idle:g} s"
         except (BrokenStream, UpstreamError) as exc:
-            return Outcome.BROKEN, str(exc)
+            endpoint = out.headers.get("x-trafficmgr-endpoint")
+            log.warning("stream from %s broke (%s): %.300s", endpoint, ex.request_id, exc)
+            return Outcome.BROKEN, _kind(exc)
         except CLIENT_GONE:
             return Outcome.CANCELLED, "client went away"
         finally:
@@ -358,6 +367,11 @@ class Proxy:
 def _ended(relay: SseRelay) -> Outcome:
     """Return how a stream that reached ``[DONE]`` ended: OK, unless it sent an error event."""
     return OK if relay.error is None else Outcome.SERVER_ERROR
+
+
+def _kind(exc: Exception) -> str:
+    """Return what failed, without what the upstream sent (messages read ``kind: detail``)."""
+    return str(exc).partition(": ")[0] or type(exc).__name__
 
 
 def _close(resp: UpstreamResponse | None) -> None:
