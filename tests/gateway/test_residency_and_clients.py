@@ -3,6 +3,7 @@ client's address comes from X-Forwarded-For only when a trusted proxy sent it.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -10,7 +11,7 @@ import httpx2 as httpx
 import pytest
 
 from tests.gateway.world import EU_IP, EU_REGIONS, TOKEN, US_IP, GatewayThread, make_core
-from trafficmgr.gateway import GatewaySettings
+from trafficmgr.gateway import GatewaySettings, networks
 from trafficmgr.routing.types import Fleet, UnlocatedClients
 from trafficmgr.simserver import Fault, FaultKind, SimServerThread
 
@@ -90,3 +91,20 @@ def test_unlocated_client_is_kept_in_the_rule_the_fleet_names(fleet: Fleet) -> N
     with GatewayThread(core, GatewaySettings(trusted_proxies=())) as gw:
         regions = {post(gw, {}).headers["x-trafficmgr-region"] for _ in range(10)}
         assert regions <= set(EU_REGIONS) and regions
+
+
+def test_gateway_warns_at_start_when_it_trusts_no_proxy(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="trafficmgr.gateway")
+    core, _ = make_core(unlocated(fleet, "deny"))
+    with GatewayThread(core, GatewaySettings(trusted_proxies=())):
+        pass
+    warned = [r.getMessage() for r in caplog.records if "no trusted proxy" in r.getMessage()]
+    assert len(warned) == 1 and "unlocated_clients deny" in warned[0], warned
+    caplog.clear()
+    with GatewayThread(
+        make_core(fleet)[0], GatewaySettings(trusted_proxies=networks(["10.0.0.0/8"]))
+    ):
+        pass
+    assert not [r for r in caplog.records if "no trusted proxy" in r.getMessage()]

@@ -34,6 +34,7 @@ from trafficmgr.gateway.http import HttpServer
 from trafficmgr.gateway.metrics import SHARE_S
 from trafficmgr.gateway.settings import GatewaySettings
 from trafficmgr.requestpath import ControlPlane, RequestPath, RequestPathConfig
+from trafficmgr.routing.residency import untrusted_proxy_warning
 
 log = logging.getLogger("trafficmgr.gateway")
 
@@ -106,6 +107,8 @@ async def start_gateway(
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, core.maintain)
     await loop.run_in_executor(None, core.warm)  # e.g. open the GeoIP database now
+    if not settings.trusted_proxies and (warning := untrusted_proxy_warning(core.snapshot().fleet)):
+        log.warning("gateway: %s", warning)
     app = GatewayApp(core, settings)
     server = HttpServer(app, app.refusal, max_body_bytes=settings.max_body_bytes)
     bound = await server.start(host, port, reuse_port=reuse_port)

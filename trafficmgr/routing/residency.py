@@ -132,6 +132,17 @@ def unlocated_stand_in(fleet: Fleet) -> ClientLocation:
     return country_location(setting.target)
 
 
+def untrusted_proxy_warning(fleet: Fleet) -> str | None:
+    """Say what a front trusting no proxy risks when the fleet has residency rules, or None."""
+    if not fleet.residency:
+        return None
+    return (
+        "no trusted proxy is configured and the fleet has residency rules: behind a load "
+        "balancer or proxy every client is the proxy's address, and one that cannot be located "
+        f"gets unlocated_clients {fleet.unlocated}; name the proxies with --trusted-proxy CIDR"
+    )
+
+
 def apply_availability(decision: ResidencyDecision, down: Collection[str]) -> ResidencyDecision:
     """Spill a preferred decision to the strict set when every preferred region is down."""
     if not decision.preferred or decision.spilled:
