@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from django.db import close_old_connections
 
 from regions import hotstate
-from regions.access.auth import resolve_token
+from regions.access.auth import resolve_token, well_formed
+from regions.access.tokens import API_PREFIX
 from regions.decisions.route import locate_ip
 from regions.fleet import snapshot
 from regions.models import ApiToken, Role
@@ -64,6 +65,10 @@ class DjangoControlPlane:
             return None
         tenant = user.token.tenant if isinstance(user.token, ApiToken) else ""
         return ClientIdentity(user.name, tenant or None)
+
+    def well_formed(self, token: str) -> bool:
+        """Whether ``token`` is shaped like a client secret of ``create_token`` (no I/O)."""
+        return token.startswith(API_PREFIX) and well_formed(token)
 
     def report_completions(self, items: Sequence[Completion]) -> None:
         by_region: dict[str, list[Completion]] = defaultdict(list)

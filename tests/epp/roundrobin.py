@@ -83,6 +83,10 @@ class RoundRobinDecision:
             return ClientIdentity("anonymous")
         return self.tokens.get(token)
 
+    async def identify(self, token: str | None, client: str | None) -> ClientIdentity | Refusal:
+        who = self.authenticate(token) if token else None
+        return who if who is not None else Refusal(401, "invalid_api_key", "unknown token")
+
     def models(self) -> tuple[str, ...]:
         return tuple(sorted(self.fleet.models()))
 

@@ -56,6 +56,11 @@ class Decision(Protocol):
         """Return who a bearer token belongs to, or None (may block: run in a thread)."""
         ...
 
+    async def identify(self, token: str | None, client: str | None) -> ClientIdentity | Refusal:
+        """Return who a bearer token belongs to, or the 401, 429 or 503 to answer (the shape
+        checked first, lookups bounded, failures limited per client address)."""
+        ...
+
     def models(self) -> tuple[str, ...]:
         """Return the models the fleet serves (answers ``GET /v1/models``)."""
         ...

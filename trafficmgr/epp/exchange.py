@@ -18,7 +18,6 @@ request starts with the headers), so it is answered 500.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from google.protobuf.struct_pb2 import Struct
 from trafficmgr.epp import wire
 from trafficmgr.epp.decision import ClientIdentity, Decision, Outcome, Plan, Refusal, RequestInfo
 from trafficmgr.epp.request import (
+    client_address,
     header_dict,
     parse_body,
     request_info,
@@ -114,9 +114,10 @@ class Exchange:
     async def _on_request_headers(self, message: ProcessingRequest) -> list[ProcessingResponse]:
         self._headers = header_dict(message.request_headers.headers)
         self._subset = subset_hint(message.metadata_context)
-        self._identity = await self._authenticate(bearer_token(self._headers))
-        if self._identity is None:
-            return self._refuse(Refusal(401, "invalid_api_key", "missing or unknown API token"))
+        checked = await self._authenticate(bearer_token(self._headers))
+        if isinstance(checked, Refusal):  # 401, or 429/503 before the source is asked
+            return self._refuse(checked)
+        self._identity = checked
         if self._headers.get(":method") == "GET":
             listing = self._model_listing(self._headers.get(":path", ""))
             if listing is not None:
@@ -144,13 +145,12 @@ class Exchange:
             Refusal(404, "model_not_found", f"no endpoint serves {model!r}", param="model")
         )[0]
 
-    async def _authenticate(self, token: str | None) -> ClientIdentity | None:
-        if token is None:
-            return None
-        known, identity = self.decision.cached_identity(token)
-        if known:
+    async def _authenticate(self, token: str | None) -> ClientIdentity | Refusal:
+        _, identity = self.decision.cached_identity(token) if token else (False, None)
+        if identity is not None:
             return identity
-        return await asyncio.to_thread(self.decision.authenticate, token)
+        client = client_address(self._headers, self.settings.trusted_hops)
+        return await self.decision.identify(token, client)
 
     async def _on_request_body(self, message: ProcessingRequest) -> list[ProcessingResponse]:
         body = message.request_body

@@ -151,9 +151,10 @@ async def _handle(
     token = bearer_token(request.headers)
     _, who = core.cached_identity(token) if token else (False, None)
     if who is None:  # not seen lately, unknown or none: the whole check answers
-        checked = await _authenticate(token, core, headers)
-        if isinstance(checked, Response):
-            return _rejected(app, checked, "unauthorized", trace)
+        checked = await _authenticate(app, request, token)
+        if isinstance(checked, Refusal):
+            reason = "unauthorized" if checked.status == 401 else checked.code
+            return _rejected(app, refusal_response(checked, headers), reason, trace)
         who = checked
     length = request.content_length
     if length is not None and length > settings.max_body_bytes:
@@ -212,22 +213,11 @@ def _log_access(request: Request, info: RequestInfo, answer: Answer, started: fl
 
 
 async def _authenticate(
-    token: str | None, core: RequestPath, headers: dict[str, str]
-) -> ClientIdentity | Response:
-    """Return the identity of the bearer ``token`` (``bearer_token``), or the 401 to answer."""
-    if token is None:
-        return error_response(
-            401,
-            "invalid_api_key",
-            "missing bearer token: send Authorization: Bearer <token>",
-            headers=headers,
-        )
-    hit, who = core.cached_identity(token)
-    if not hit:
-        who = await asyncio.get_running_loop().run_in_executor(None, core.authenticate, token)
-    if who is None:
-        return error_response(401, "invalid_api_key", "unknown or revoked token", headers=headers)
-    return who
+    app: GatewayApp, request: Request, token: str | None
+) -> ClientIdentity | Refusal:
+    """Return the identity of the bearer ``token``, or the 401, 429 or 503 to answer."""
+    client = client_address(request, app.settings.trusted_proxies)
+    return await app.core.identify(token, client)
 
 
 def _too_large(settings: GatewaySettings, headers: dict[str, str]) -> Response:
@@ -302,9 +292,9 @@ def _classify(address: str, trusted: tuple[IpNetwork, ...]) -> bool | None:
 
 async def list_models(app: GatewayApp, request: Request) -> Answer:
     core = app.core
-    refused = await _authenticate(bearer_token(request.headers), core, {})
-    if isinstance(refused, Response):
-        return refused
+    refused = await _authenticate(app, request, bearer_token(request.headers))
+    if isinstance(refused, Refusal):
+        return refusal_response(refused, {})
     data = [
         {"id": m, "object": "model", "created": 0, "owned_by": "trafficmgr"} for m in core.models()
     ]

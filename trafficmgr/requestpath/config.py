@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from trafficmgr.requestpath.tokens import TokenLimits
 from trafficmgr.routing.picker import DEFAULT_STRATEGY
 
 
@@ -45,4 +46,6 @@ class RequestPathConfig:
     model_fallbacks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     auth_ttl_s: float = 5.0  # a token's answer is cached this long (revocation delay)
     auth_negative_ttl_s: float = 1.0
+    # cache sizes, lookups in flight, failures per client (``tokens``); the TTLs above win
+    token_limits: TokenLimits = field(default_factory=TokenLimits)
     report_batch: int = 1000  # completions reported per source call

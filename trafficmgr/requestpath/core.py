@@ -37,6 +37,7 @@ from trafficmgr.requestpath.regionview import Gate
 from trafficmgr.requestpath.routing import Router
 from trafficmgr.requestpath.snapshot import Snapshot, StaticTables, read_snapshot
 from trafficmgr.requestpath.source import ControlPlane
+from trafficmgr.requestpath.tokens import ShapedTokens, TokenGate, plausible
 from trafficmgr.requestpath.types import (
     ClientIdentity,
     Outcome,
@@ -92,7 +93,11 @@ class RequestPath:
             random.Random(seed),
         )
         self._router = Router(cfg, self._gate, self.learner, seed or 0)
-        self._auth: dict[str, tuple[float, ClientIdentity | None]] = {}
+        limits = replace(
+            cfg.token_limits, ttl_s=cfg.auth_ttl_s, negative_ttl_s=cfg.auth_negative_ttl_s
+        )
+        shape = source.well_formed if isinstance(source, ShapedTokens) else plausible
+        self.tokens = TokenGate(source.authenticate, shape, limits, clock)
         self._locations: dict[str, ClientLocation] = {}
         self._usable: set[str] | None = None
         self.rejects: dict[str, int] = {}
@@ -164,21 +169,18 @@ class RequestPath:
     # --- clients --------------------------------------------------------------------------
 
     def cached_identity(self, token: str) -> tuple[bool, ClientIdentity | None]:
-        """Return (cached, identity) for ``token``; not cached: call ``authenticate``."""
-        found = self._auth.get(token)
-        if found is None or found[0] < self._clock():
-            return False, None
-        return True, found[1]
+        """Return (known, identity) for ``token`` without I/O; not known: ``authenticate``.
+
+        A token not shaped like one the source issues is known at once: it is no one."""
+        return self.tokens.cached(token)
 
     def authenticate(self, token: str) -> ClientIdentity | None:
         """Ask the source who ``token`` belongs to (may block); the answer is cached."""
-        who = self.source.authenticate(token)
-        ttl = self.config.auth_ttl_s if who is not None else self.config.auth_negative_ttl_s
-        with self._lock:
-            if len(self._auth) > 100_000:
-                self._auth.clear()
-            self._auth[token] = (self._clock() + ttl, who)
-        return who
+        return self.tokens.lookup(token)
+
+    async def identify(self, token: str | None, client: str | None) -> ClientIdentity | Refusal:
+        """Return who ``token`` belongs to, or the 401, 429 or 503 to answer (``tokens``)."""
+        return await self.tokens.identify(token, client)
 
     # --- decisions ------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from trafficmgr.contracts import Completion, StreamEntry
 from trafficmgr.fleetfile import load_fleet_file
+from trafficmgr.requestpath.tokens import plausible
 from trafficmgr.requestpath.types import ClientIdentity
 from trafficmgr.routing.geo import Locator
 from trafficmgr.routing.types import ClientLocation, Fleet, Heartbeat, RoutingTable
@@ -78,6 +79,7 @@ class StaticSource:
     ) -> None:
         self._fleet = fleet
         self._tokens = {token_digest(t): who for t, who in (tokens or {}).items()}
+        self._longest = max(map(len, tokens or {}), default=0)
         self._locate = locate
         self._locator: Locator | None = None
         self._locator_failed = False
@@ -116,6 +118,10 @@ class StaticSource:
         with self._lock:
             return self._tokens.get(token_digest(token))
 
+    def well_formed(self, token: str) -> bool:
+        """Whether ``token`` could be one of the tokens given (no longer than the longest)."""
+        return len(token) <= self._longest and plausible(token)
+
     def report_completions(self, items: Sequence[Completion]) -> None:
         self.reported.extend(items)
 
@@ -132,6 +138,7 @@ class StaticSource:
         """Accept a new client token."""
         with self._lock:
             self._tokens[token_digest(token)] = who
+            self._longest = max(self._longest, len(token))
 
     def revoke(self, token: str) -> None:
         """Stop accepting a token."""
