@@ -9,6 +9,7 @@ never a crash, and the gateway keeps serving others.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import time
@@ -217,8 +218,8 @@ def test_a_client_hanging_up_mid_stream_frees_its_request(gateway: GatewayThread
 def test_idle_connections_close_after_the_keepalive(gateway: GatewayThread) -> None:
     assert gateway.gateway is not None
     server = gateway.gateway.server
-    before = server.keepalive_s
-    server.keepalive_s = 0.3
+    before = server.limits
+    server.limits = dataclasses.replace(before, keepalive_s=0.3)
     try:
         with connect(gateway) as s:
             s.sendall(post())
@@ -227,7 +228,7 @@ def test_idle_connections_close_after_the_keepalive(gateway: GatewayThread) -> N
             assert closed(s, timeout=5)
             assert time.monotonic() - started < 4
     finally:
-        server.keepalive_s = before
+        server.limits = before
 
 
 @pytest.mark.parametrize("cls", [HttpProtocol, Connection])

@@ -7,28 +7,46 @@ is an ``asyncio.Protocol`` fed to ``httptools``' request parser (the C parser uv
 a request becomes a ``Request`` with lower-case headers, and a handler returns a ``Response``
 (written at once, with ``Content-Length``) or writes a ``StreamResponse`` (chunked) itself.
 
-What a client can rely on:
+What a client can rely on, and what it cannot take (``ClientLimits``, per worker):
 
 - keep-alive per HTTP/1.1 (``Connection: close`` and HTTP/1.0 honoured); pipelined requests
   are answered in order, one at a time; an idle connection closes after ``keepalive_s``;
 - a client that goes away cancels its request's handler (``CancelledError`` in the handler:
   the proxy then closes its upstream, which stops the generation there);
+- flow control as uvicorn's: while a request is served and ``max_pipelined`` more wait,
+  reading stops (the rest stays in the socket; the parser is fed ``FEED_BYTES`` at a time, so
+  one read cannot queue thousands); reading also stops while the write buffer is above its
+  high-water mark, and a whole answer drains before the next request is served;
+- deadlines, enforced by one sweep for all connections: the request line and headers within
+  ``head_timeout_s`` of their first byte, a body at ``min_body_rate`` after a grace of
+  ``body_timeout_s`` (408 and close; time spent with reading stopped by the server does not
+  count), a write the client does not read within ``write_timeout_s`` (the connection is
+  aborted, the handler cancelled);
+- caps: ``max_connections`` per worker and ``max_per_client`` per client address (peers in the
+  ``uncapped`` networks, the trusted proxies, are exempt); a connection past either is
+  answered 503 with ``Retry-After`` and closed at once, as uvicorn's ``limit_concurrency``
+  does. Not left in the backlog: asyncio cannot pause accepting (a closed listener does not
+  reopen), and with ``SO_REUSEPORT`` the kernel has already given the connection to this
+  worker, so a clear refusal lets the balancer in front retry elsewhere at once;
 - limits: the request line and headers together at most ``MAX_HEAD_BYTES`` (431), the body
   at most ``max_body_bytes`` (``Request.read`` raises ``BodyTooLarge``; the connection closes
   after the answer, the rest of the body unread); bytes that are not HTTP get a 400 and the
   connection closes (these answers are the caller's ``refusal``: the gateway's are in
   OpenAI's error shape, as its other refusals); ``Expect: 100-continue`` is answered
-  before the body is read;
-- writes wait while the client's socket buffer is full (a slow reader slows its stream).
+  before the body is read.
+
+Not goals: TLS (terminated in front) and HTTP/2 or 3 (HTTP/1.1 only).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, cast
 
@@ -37,7 +55,36 @@ import httptools
 log = logging.getLogger("trafficmgr.gateway")
 
 MAX_HEAD_BYTES = 64 * 1024
-SWEEP_S = 1.0  # how often idle keep-alive connections are looked for
+SWEEP_S = 1.0  # how often the deadlines are looked at (more often for shorter ones)
+# bytes parsed at a time: reading pauses between two slices, so one pause lets in at most the
+# requests a slice holds (~200 of the smallest) instead of a whole 256 KiB read's
+FEED_BYTES = 4096
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class ClientLimits:
+    """What one client may hold of a worker, and for how long."""
+
+    keepalive_s: float = 5.0  # an idle keep-alive connection closes after this
+    head_timeout_s: float = 10.0  # request line and headers, from their first byte (408)
+    body_timeout_s: float = 10.0  # a body's grace before its minimum rate applies (408)
+    min_body_rate: int = 8 * 1024  # bytes a second a body must average after the grace
+    write_timeout_s: float = 30.0  # a write the client does not read: the connection aborts
+    max_pipelined: int = 2  # requests waiting behind the one served before reading stops
+    max_connections: int = 4096  # per worker: more are answered 503 and closed
+    max_per_client: int = 256  # per client address (trusted proxies exempt): likewise
+
+    @property
+    def sweep_s(self) -> float:
+        """Return how often the deadlines are looked at: a quarter of the shortest, at most
+        ``SWEEP_S``."""
+        shortest = min(
+            self.keepalive_s, self.head_timeout_s, self.body_timeout_s, self.write_timeout_s
+        )
+        return max(0.01, min(SWEEP_S, shortest / 4))
+
 
 STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n" for s in HTTPStatus}
 
@@ -186,6 +233,7 @@ class StreamResponse:
         framing = ("Transfer-Encoding", "chunked") if self._chunked else ("Connection", "close")
         if not self._chunked:
             request.keep_alive = False
+        conn.answering = True
         conn.write(head(self.status, self.headers.items(), framing))
         await conn.drain()
 
@@ -244,10 +292,12 @@ class HttpProtocol:
 
     def __init__(self, server: HttpServer) -> None:
         self.server = server
+        self.limits = server.limits
         self.max_body_bytes = server.max_body_bytes
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] | None = None
         self.closed = False
+        self.answering = False  # the served request's answer has begun (no refusal then)
         self._parser = httptools.HttpRequestParser(self)
         self._url = b""
         self._headers: Headers = {}
@@ -256,21 +306,60 @@ class HttpProtocol:
         self._queue: collections.deque[Request] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._drained: asyncio.Future[None] | None = None
-        self._paused = False
+        self._paused = False  # the transport's write buffer is above its high-water mark
+        self._read_paused = False
+        self._unparsed = b""  # read before reading paused, parsed when it resumes
+        self._client: str | None = None  # the address counted against the per-client cap
+        # loop times the deadlines run from (0.0: none running)
+        self._head_since = 0.0
+        self._body_since = 0.0
+        self._body_base = 0  # body bytes that had arrived at ``_body_since``
+        self._drain_since = 0.0
         self.last_active = 0.0  # loop time the connection last finished a request
 
     # --- asyncio.Protocol ---
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # a TCP transport (uvloop's too)
+        tcp = cast(asyncio.Transport, transport)  # a TCP transport (uvloop's too)
+        self.transport = tcp
         peer = transport.get_extra_info("peername")
         self.peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) and peer else None
-        self.server.connections.add(self)
-        self.last_active = self.server.loop.time()
+        server = self.server
+        refused = server.admit(self)
+        if refused:
+            self.closed = True
+            answer = server.refusal(503, refused)
+            answer.headers["Retry-After"] = "1"
+            tcp.write(whole(answer, False))
+            tcp.close()
+            return
+        server.connections.add(self)
+        self.last_active = server.loop.time()
 
     def data_received(self, data: bytes) -> None:
         if self.transport is None or self.transport.is_closing():
             return  # refused already: what follows is not read
+        if self._read_paused:  # read just before the pause took effect
+            self._unparsed += data
+            return
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        """Parse ``data`` a slice at a time, keeping what follows a pause for later: the
+        parser cannot stop mid-buffer, so a slice bounds the requests one pause lets in."""
+        if len(data) <= FEED_BYTES:
+            self._parse(data)
+            return
+        view = memoryview(data)
+        for start in range(0, len(data), FEED_BYTES):
+            if self._read_paused:
+                self._unparsed = bytes(view[start:])
+                return
+            if self.transport is None or self.transport.is_closing():
+                return
+            self._parse(view[start : start + FEED_BYTES])
+
+    def _parse(self, data: bytes | memoryview) -> None:
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -283,7 +372,7 @@ class HttpProtocol:
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        self.server.forget(self)
         if self._task is not None and not self._task.done():
             self._task.cancel()  # the client went away: its handler stops
         self._wake_drain()
@@ -293,10 +382,12 @@ class HttpProtocol:
 
     def pause_writing(self) -> None:
         self._paused = True
+        self._pause_reading()  # no more requests while their answers cannot go out
 
     def resume_writing(self) -> None:
         self._paused = False
         self._wake_drain()
+        self.resume_reading()
 
     # --- httptools callbacks ---
 
@@ -304,6 +395,7 @@ class HttpProtocol:
         self._url = b""
         self._headers = {}
         self._head_bytes = 0
+        self._head_since = self.server.loop.time()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -321,19 +413,77 @@ class HttpProtocol:
         request = Request(self, parser.get_method().decode("latin-1"), self._url, self._headers)
         request.keep_alive = parser.should_keep_alive()
         request.http_10 = parser.get_http_version() == "1.0"
+        self._body_since = self._head_since
+        self._head_since = 0.0
+        self._body_base = 0
         self._current = request
         self._queue.append(request)
         if self._task is None:
             self._next()
+        elif len(self._queue) >= self.limits.max_pipelined:
+            self._pause_reading()  # enough waiting: the rest stays in the socket
 
     def on_body(self, body: bytes) -> None:
         if self._current is not None:
             self._current.feed(body)
 
     def on_message_complete(self) -> None:
+        self._body_since = 0.0
         if self._current is not None:
             self._current.finish()
             self._current = None
+
+    # --- flow control and deadlines ---
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and self.transport is not None:
+            self._read_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        """Read again if the queue and the write buffer allow (never from a parser callback:
+        what was read before the pause is parsed here)."""
+        if (
+            not self._read_paused
+            or self._paused
+            or self.closed
+            or len(self._queue) >= self.limits.max_pipelined
+        ):
+            return
+        self._read_paused = False
+        now = self.server.loop.time()  # the time paused was not the client's to account for
+        if self._head_since:
+            self._head_since = now
+        if self._body_since and self._current is not None:
+            self._body_since, self._body_base = now, self._current._size
+        data, self._unparsed = self._unparsed, b""
+        if data:
+            self._feed(data)
+        if not self._read_paused and self.transport is not None:
+            self.transport.resume_reading()
+
+    def overdue(self, now: float) -> None:
+        """Enforce the deadlines: a write the client does not read, a head or a body arriving
+        too slowly (408), an idle keep-alive connection (closed quietly)."""
+        limits = self.limits
+        if self._drain_since and now - self._drain_since > limits.write_timeout_s:
+            if self.transport is not None:
+                self.transport.abort()  # connection_lost cancels the handler
+            return
+        if self._read_paused:
+            return  # not reading: the client cannot be late
+        if self._head_since and now - self._head_since > limits.head_timeout_s:
+            self._refuse(408, f"request head not received within {limits.head_timeout_s:g} s")
+            return
+        current = self._current
+        if current is not None and self._body_since:
+            late = now - self._body_since - limits.body_timeout_s
+            if late > 0 and current._size - self._body_base < late * limits.min_body_rate:
+                message = f"request body slower than {limits.min_body_rate} bytes/s"
+                self._refuse(408, message, instead_of_handler=True)
+                return
+        if not self.busy and not self._head_since and now - self.last_active > limits.keepalive_s:
+            self._close()
 
     # --- serving ---
 
@@ -344,6 +494,7 @@ class HttpProtocol:
 
     def _next(self) -> None:
         if self._queue and not self.closed:
+            self.answering = False
             self._task = self.server.loop.create_task(self._serve(self._queue.popleft()))
         else:
             self._task = None
@@ -355,28 +506,35 @@ class HttpProtocol:
         try:
             answer = await self.server.handler(request)
         except asyncio.CancelledError:
+            self._task = None
             return
         except Exception:
+            self._task = None
             log.exception("unhandled error serving %s %s", request.method, request.path)
-            if not self.closed:
+            if not self.closed and not self.answering:
                 answer = self.server.refusal(500, "internal error")
                 self.transport.write(whole(answer, False))  # type: ignore[union-attr]
             self._close()
             return
-        finally:
-            self._task = None  # the next request's task starts only after this one
-        if self.closed:
-            return
         keep = request.keep_alive and request._complete and not self.server.closing
-        if isinstance(answer, Response):
+        if self.closed:
+            keep = False
+        elif isinstance(answer, Response):
             keep = keep and not request._too_large
             self.transport.write(whole(answer, keep))  # type: ignore[union-attr]
+            if keep and self._paused:  # the next answer waits until this one went out
+                try:
+                    await self.drain()
+                except (ConnectionResetError, asyncio.CancelledError):
+                    keep = False
         else:  # a stream the handler did not end (its client went away): cut, not ended
             keep = keep and answer._done
+        self._task = None  # the next request's task starts only after this one
         if not keep:
             self._close()
             return
         self._next()
+        self.resume_reading()
 
     def continue_if_expected(self, request: Request) -> None:
         if (request.headers.get("expect") or "").lower() == "100-continue" and not request._size:
@@ -388,12 +546,18 @@ class HttpProtocol:
         self.transport.write(data)
 
     async def drain(self) -> None:
+        """Wait until the client has read enough; past ``write_timeout_s`` the connection is
+        aborted (the handler is cancelled)."""
         if self.closed:
             raise ConnectionResetError("the client closed the connection")
         if not self._paused:
             return
         self._drained = self.server.loop.create_future()
-        await self._drained
+        self._drain_since = self.server.loop.time()
+        try:
+            await self._drained
+        finally:
+            self._drain_since = 0.0
         if self.closed:
             raise ConnectionResetError("the client closed the connection")
 
@@ -401,8 +565,16 @@ class HttpProtocol:
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
-    def _refuse(self, status: int, message: str) -> None:
-        if self._task is None and not self.closed and self.transport is not None:
+    def _refuse(self, status: int, message: str, *, instead_of_handler: bool = False) -> None:
+        """Answer ``status`` and close; a handler whose answer has not begun is cancelled
+        first when ``instead_of_handler`` (its request is the one refused)."""
+        if self.closed or self.transport is None:
+            return
+        task = self._task
+        if task is not None and instead_of_handler and not self.answering:
+            task.cancel()
+            task = None
+        if task is None:
             self.transport.write(whole(self.server.refusal(status, message), False))
         self._close()
 
@@ -420,13 +592,21 @@ class HttpServer:
     """Listen on ``host:port`` and serve ``handler``; ``stop`` drains."""
 
     def __init__(
-        self, handler: Handler, refusal: Refusal, *, max_body_bytes: int, keepalive_s: float = 75.0
+        self,
+        handler: Handler,
+        refusal: Refusal,
+        *,
+        max_body_bytes: int,
+        limits: ClientLimits | None = None,
+        uncapped: Sequence[IpNetwork] = (),
     ):
         self.handler = handler
         self.refusal = refusal
         self.max_body_bytes = max_body_bytes
-        self.keepalive_s = keepalive_s
+        self.limits = limits or ClientLimits()
+        self.uncapped = tuple(uncapped)  # peers exempt from the per-client cap (proxies)
         self.connections: set[HttpProtocol] = set()
+        self.per_client: dict[str, int] = {}
         self.closing = False
         self.loop = asyncio.get_running_loop()  # built on the loop that serves
         self._server: asyncio.AbstractServer | None = None
@@ -448,13 +628,40 @@ class HttpServer:
         sockets: Sequence[socket.socket] = cast(Any, self._server).sockets or ()
         return int(sockets[0].getsockname()[1]) if sockets else port
 
+    def admit(self, conn: HttpProtocol) -> str:
+        """Count a new connection against the caps; return why it is refused, or ""."""
+        limits = self.limits
+        if len(self.connections) >= limits.max_connections:
+            return f"this worker serves at most {limits.max_connections} connections"
+        host = conn.peer[0] if conn.peer is not None else ""
+        if not host or (self.uncapped and _within(host, self.uncapped)):
+            return ""
+        held = self.per_client.get(host, 0)
+        if held >= limits.max_per_client:
+            return f"at most {limits.max_per_client} connections per client address"
+        self.per_client[host] = held + 1
+        conn._client = host
+        return ""
+
+    def forget(self, conn: HttpProtocol) -> None:
+        """Uncount a connection that closed."""
+        self.connections.discard(conn)
+        host = conn._client
+        if host is not None:
+            conn._client = None
+            held = self.per_client.get(host, 1) - 1
+            if held > 0:
+                self.per_client[host] = held
+            else:
+                self.per_client.pop(host, None)
+
     def _sweep(self) -> None:
-        """Close connections idle longer than ``keepalive_s`` (one timer for all of them,
-        not one per request); runs every ``SWEEP_S``."""
-        cutoff = self.loop.time() - self.keepalive_s
-        for conn in [c for c in self.connections if c.last_active < cutoff and not c.busy]:
-            conn._close()
-        self._sweeper = self.loop.call_later(min(SWEEP_S, self.keepalive_s), self._sweep)
+        """Enforce every connection's deadlines (one timer for all of them, not one per
+        request); runs every ``SWEEP_S`` or more often when a deadline is shorter."""
+        now = self.loop.time()
+        for conn in list(self.connections):
+            conn.overdue(now)
+        self._sweeper = self.loop.call_later(self.limits.sweep_s, self._sweep)
 
     async def stop(self, grace_s: float) -> None:
         """Stop listening, close idle connections, give requests in flight ``grace_s``."""
@@ -476,3 +683,12 @@ class HttpServer:
                 conn.transport.abort()
         if self._server is not None:
             await self._server.wait_closed()
+
+
+def _within(host: str, networks: tuple[IpNetwork, ...]) -> bool:
+    """Tell whether the address ``host`` is in one of ``networks``."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return any(address in net for net in networks)

@@ -110,7 +110,13 @@ async def start_gateway(
     if not settings.trusted_proxies and (warning := untrusted_proxy_warning(core.snapshot().fleet)):
         log.warning("gateway: %s", warning)
     app = GatewayApp(core, settings)
-    server = HttpServer(app, app.refusal, max_body_bytes=settings.max_body_bytes)
+    server = HttpServer(
+        app,
+        app.refusal,
+        max_body_bytes=settings.max_body_bytes,
+        limits=settings.client_limits,
+        uncapped=settings.trusted_proxies,  # a proxy's connections carry many clients
+    )
     bound = await server.start(host, port, reuse_port=reuse_port)
     maintainer = Maintainer(core)
     maintainer.start()

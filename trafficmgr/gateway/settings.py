@@ -6,6 +6,8 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from trafficmgr.gateway.http import ClientLimits
+
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 DEFAULT_BODY_BYTES = 8 * 1024 * 1024
 
@@ -45,6 +47,8 @@ class GatewaySettings:
     # where the workers of one gateway pool their /metrics figures (``serve`` sets one up
     # for --workers above 1); None: this process answers for itself only
     metrics_dir: str | None = None
+    # what one client may hold of a worker and for how long (its deadlines and caps)
+    client_limits: ClientLimits = field(default_factory=ClientLimits)
 
 
 def tracing_wanted(settings: GatewaySettings, environ: Mapping[str, str]) -> bool:
