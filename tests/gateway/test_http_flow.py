@@ -21,6 +21,7 @@ import pytest
 
 from tests.gateway.world import TOKEN, GatewayThread, LoopThread, ledger_drained, make_core
 from trafficmgr.gateway import GatewaySettings
+from trafficmgr.gateway.__main__ import parse_args
 from trafficmgr.gateway.http import (
     FEED_BYTES,
     ClientLimits,
@@ -29,7 +30,7 @@ from trafficmgr.gateway.http import (
     Response,
     StreamResponse,
 )
-from trafficmgr.gateway.settings import networks
+from trafficmgr.gateway.settings import client_limits, networks
 from trafficmgr.routing.types import Fleet
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
@@ -339,3 +340,11 @@ def test_a_stream_to_a_client_that_stops_reading_frees_its_in_flight_slot(
         # never read again: the gateway's writes back up and its deadline cuts the client
         assert ledger_drained(core, timeout_s=30) == 0
         assert started == [1]
+
+
+def test_the_limits_come_from_the_command_line_and_bad_ones_are_named() -> None:
+    args = parse_args(["--fleet", "f.yaml", "--token", "t", "--head-timeout", "2.5"])
+    assert client_limits(vars(args)) == ClientLimits(head_timeout_s=2.5)
+    args = parse_args(["--fleet", "f.yaml", "--token", "t", "--max-pipelined", "0"])
+    with pytest.raises(ValueError, match="--max-pipelined"):
+        client_limits(vars(args))

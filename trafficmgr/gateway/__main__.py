@@ -17,6 +17,8 @@ from trafficmgr.gateway.server import serve
 from trafficmgr.gateway.settings import (
     DEFAULT_BODY_BYTES,
     GatewaySettings,
+    add_client_flags,
+    client_limits,
     networks,
     tracing_wanted,
 )
@@ -47,6 +49,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="trace requests with OpenTelemetry, exported over OTLP/HTTP to this collector "
         "(e.g. http://127.0.0.1:4318); without it the OTEL_* variables decide",
     )
+    add_client_flags(p)
     return p.parse_args(argv)
 
 
@@ -59,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         fleet = load_fleet_file(args.fleet)
         trusted = networks(args.trusted_proxy)
+        limits = client_limits(vars(args))
         tracing_wanted(GatewaySettings(otlp_endpoint=args.otlp_endpoint), os.environ)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -71,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         access_log=args.access_log,
         first_byte_timeout_s=args.first_byte_timeout,
         otlp_endpoint=args.otlp_endpoint,
+        client_limits=limits,
     )
     config = RequestPathConfig(default_strategy=args.strategy)
     serve(

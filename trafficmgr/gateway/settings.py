@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from trafficmgr.gateway.http import ClientLimits
 
@@ -85,3 +87,44 @@ def tracing_wanted(settings: GatewaySettings, environ: Mapping[str, str]) -> boo
             f"OTEL_EXPORTER_OTLP_PROTOCOL: the gateway exports http/protobuf only, got {protocol!r}"
         )
     return True
+
+
+# the command-line flags of ``ClientLimits`` (both gateway commands): flag → (field, type, help)
+CLIENT_FLAGS: dict[str, tuple[str, type, str]] = {
+    "--client-keepalive": ("keepalive_s", float, "seconds an idle client connection stays open"),
+    "--head-timeout": ("head_timeout_s", float, "seconds for a request line and headers (408)"),
+    "--body-timeout": ("body_timeout_s", float, "seconds' grace before --min-body-rate applies"),
+    "--min-body-rate": ("min_body_rate", int, "bytes/s a request body must average (408)"),
+    "--client-write-timeout": (
+        "write_timeout_s",
+        float,
+        "seconds a write may wait for a client that does not read (then the connection drops)",
+    ),
+    "--max-pipelined": ("max_pipelined", int, "requests queued before reading stops"),
+    "--max-client-connections": ("max_connections", int, "client connections per worker (503)"),
+    "--max-connections-per-client": (
+        "max_per_client",
+        int,
+        "connections per client address, trusted proxies exempt (503)",
+    ),
+}
+
+
+def add_client_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the ``ClientLimits`` flags, with their defaults, to ``parser``."""
+    defaults = ClientLimits()
+    for flag, (name, kind, text) in CLIENT_FLAGS.items():
+        default = getattr(defaults, name)
+        parser.add_argument(flag, type=kind, default=default, help=f"{text}; {default:g}")
+
+
+def client_limits(options: Mapping[str, object]) -> ClientLimits:
+    """Return the ``ClientLimits`` the parsed flags give; raise ValueError naming a flag that
+    is not positive."""
+    values: dict[str, Any] = {}
+    for flag, (name, _, _) in CLIENT_FLAGS.items():
+        value = options[flag.removeprefix("--").replace("-", "_")]
+        if not isinstance(value, int | float) or value <= 0:
+            raise ValueError(f"{flag}: must be a positive number, got {value!r}")
+        values[name] = value
+    return ClientLimits(**values)

@@ -14,7 +14,13 @@ from django.db import connections
 
 from regions.decisions.source import DjangoControlPlane
 from trafficmgr.gateway.server import parse_listen, serve
-from trafficmgr.gateway.settings import DEFAULT_BODY_BYTES, GatewaySettings, networks
+from trafficmgr.gateway.settings import (
+    DEFAULT_BODY_BYTES,
+    GatewaySettings,
+    add_client_flags,
+    client_limits,
+    networks,
+)
 from trafficmgr.requestpath import RequestPathConfig
 from trafficmgr.routing.picker import DEFAULT_STRATEGY, STRATEGIES
 
@@ -38,11 +44,13 @@ class Command(BaseCommand):
         parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_BODY_BYTES)
         parser.add_argument("--upstream-key", help="bearer token sent to the endpoints")
         parser.add_argument("--access-log", action="store_true")
+        add_client_flags(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             parse_listen(options["listen"])
             trusted = networks(options["trusted_proxy"])
+            limits = client_limits(options)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if options["workers"] < 1 or options["max_body_bytes"] < 1:
@@ -52,6 +60,7 @@ class Command(BaseCommand):
             trusted_proxies=trusted,
             upstream_api_key=options["upstream_key"],
             access_log=options["access_log"],
+            client_limits=limits,
         )
         config = RequestPathConfig(default_strategy=options["strategy"])
         connections.close_all()  # each worker opens its own after the fork
