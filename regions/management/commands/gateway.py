@@ -7,6 +7,7 @@ heartbeats (``regions.decisions.source``), and authenticated with tokens of role
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -22,6 +23,7 @@ from trafficmgr.gateway.settings import (
     networks,
 )
 from trafficmgr.requestpath import RequestPathConfig
+from trafficmgr.requestpath.credentials import add_secret_flags, upstream_key
 from trafficmgr.routing.picker import DEFAULT_STRATEGY, STRATEGIES
 
 
@@ -42,7 +44,10 @@ class Command(BaseCommand):
             help="address or CIDR whose X-Forwarded-For is believed (repeat)",
         )
         parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_BODY_BYTES)
-        parser.add_argument("--upstream-key", help="bearer token sent to the endpoints")
+        parser.add_argument(
+            "--upstream-key", help="bearer token sent to the endpoints (visible: prefer the file)"
+        )
+        add_secret_flags(parser, tokens=False)
         parser.add_argument("--access-log", action="store_true")
         add_client_flags(parser)
 
@@ -50,6 +55,9 @@ class Command(BaseCommand):
         try:
             parse_listen(options["listen"])
             trusted = networks(options["trusted_proxy"])
+            key, warnings = upstream_key(
+                options["upstream_key"], options["upstream_key_file"], os.environ
+            )
             limits = client_limits(options)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
@@ -58,10 +66,12 @@ class Command(BaseCommand):
         settings = GatewaySettings(
             max_body_bytes=options["max_body_bytes"],
             trusted_proxies=trusted,
-            upstream_api_key=options["upstream_key"],
+            upstream_api_key=key,
             access_log=options["access_log"],
             client_limits=limits,
         )
+        for warning in warnings:
+            self.stderr.write(f"warning: {warning}")
         config = RequestPathConfig(default_strategy=options["strategy"])
         connections.close_all()  # each worker opens its own after the fork
         serve(
