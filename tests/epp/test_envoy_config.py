@@ -9,8 +9,16 @@ import pytest
 import yaml
 
 from tests.epp.harness import ROOT
-from trafficmgr.epp.envoy_config import BODY_MODES, EnvoyOptions, bootstrap, main, render
+from trafficmgr.epp.envoy_config import (
+    BODY_MODES,
+    EnvoyOptions,
+    bootstrap,
+    bootstrap_endpoints,
+    main,
+    render,
+)
 from trafficmgr.fleetfile import load_fleet_file, load_fleet_text
+from trafficmgr.routing.types import AdminState
 
 FLEET = ROOT / "examples" / "fleet.yaml"
 DEPLOYED = ROOT / "deploy" / "envoy" / "envoy.yaml"
@@ -22,9 +30,13 @@ def _hcm(config: dict) -> dict:  # type: ignore[type-arg]
     return listener["filter_chains"][0]["filters"][0]["typed_config"]  # type: ignore[no-any-return]
 
 
+def _clusters(config: dict) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {c["name"]: c for c in config["static_resources"]["clusters"]}
+
+
 def test_endpoints_cluster_follows_the_pickers_list() -> None:
     config = bootstrap(load_fleet_file(str(FLEET)), EnvoyOptions())
-    endpoints = config["static_resources"]["clusters"][0]
+    endpoints = _clusters(config)["endpoints.eu-west"]
     policy = endpoints["load_balancing_policy"]["policies"][0]["typed_extension_config"]
     override = policy["typed_config"]
     assert policy["name"] == "envoy.load_balancing_policies.override_host"
@@ -39,7 +51,46 @@ def test_endpoints_cluster_follows_the_pickers_list() -> None:
         for locality in endpoints["load_assignment"]["endpoints"]
         for e in locality["lb_endpoints"]
     ]
-    assert {"address": "10.1.0.11", "port_value": 8000} in hosts and len(hosts) == 14
+    assert {"address": "10.1.0.11", "port_value": 8000} in hosts
+
+
+def test_one_cluster_per_region_so_a_fallback_stays_in_it() -> None:
+    """The fallback of override_host picks inside the cluster: each holds one region."""
+    fleet = load_fleet_file(str(FLEET))
+    config = bootstrap(fleet, EnvoyOptions())
+    clusters = _clusters(config)
+    assert set(clusters) == {f"endpoints.{r.name}" for r in fleet.regions} | {"epp"}
+    for region in fleet.regions:
+        localities = clusters[f"endpoints.{region.name}"]["load_assignment"]["endpoints"]
+        assert [loc["locality"]["region"] for loc in localities] == [region.name]
+    assert sum(
+        len(loc["lb_endpoints"])
+        for name, c in clusters.items()
+        if name != "epp"
+        for loc in c["load_assignment"]["endpoints"]
+    ) == len(bootstrap_endpoints(str(DEPLOYED)))
+    routes = _hcm(config)["route_config"]["virtual_hosts"][0]["routes"]
+    assert routes[0]["route"]["cluster_header"] == "x-trafficmgr-cluster"
+    assert routes[1]["direct_response"]["status"] == 503  # never picked: no endpoint at all
+
+
+def test_bootstrap_endpoints_are_what_envoy_holds() -> None:
+    fleet = load_fleet_file(str(FLEET))
+    known = bootstrap_endpoints(str(DEPLOYED))
+    assert ("eu-west", "10.1.0.11:8000") in known
+    assert known == {
+        (e.region, e.address) for e in fleet.endpoints() if e.admin_state != AdminState.DISABLED
+    }
+
+
+def test_failure_mode_allow_needs_a_region() -> None:
+    with pytest.raises(ValueError, match="--region"):
+        EnvoyOptions(failure_mode_allow=True)
+    config = bootstrap(
+        load_fleet_file(str(FLEET)), EnvoyOptions(failure_mode_allow=True, region="us-east")
+    )
+    routes = _hcm(config)["route_config"]["virtual_hosts"][0]["routes"]
+    assert routes[1]["route"]["cluster"] == "endpoints.us-east"
 
 
 def test_retries_only_before_the_first_byte_and_epp_failure_is_closed() -> None:
@@ -60,8 +111,7 @@ def test_retries_only_before_the_first_byte_and_epp_failure_is_closed() -> None:
 
 def test_region_keeps_only_its_endpoints() -> None:
     config = bootstrap(load_fleet_file(str(FLEET)), EnvoyOptions(region="eu-central"))
-    localities = config["static_resources"]["clusters"][0]["load_assignment"]["endpoints"]
-    assert [loc["locality"]["region"] for loc in localities] == ["eu-central"]
+    assert set(_clusters(config)) == {"endpoints.eu-central", "epp"}
     with pytest.raises(KeyError):
         bootstrap(load_fleet_file(str(FLEET)), EnvoyOptions(region="mars"))
 

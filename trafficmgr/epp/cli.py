@@ -11,24 +11,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
 
-from trafficmgr.epp.envoy_config import split_host_port
+from trafficmgr.epp.envoy_config import bootstrap_endpoints, check_listen
 from trafficmgr.epp.exchange import ExchangeSettings
-from trafficmgr.epp.server import serve
+from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.core import RequestPath
-from trafficmgr.requestpath.credentials import add_secret_flags, client_tokens
 from trafficmgr.requestpath.source import StaticSource
 from trafficmgr.requestpath.types import ClientIdentity
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The EPP's own options (shared with the ``epp`` management command)."""
-    parser.add_argument("--listen", default="127.0.0.1:9002", help="HOST:PORT for gRPC")
+    parser.add_argument(
+        "--listen", default="127.0.0.1:9002", help="HOST:PORT or unix:/PATH for gRPC"
+    )
+    parser.add_argument(
+        "--envoy-bootstrap",
+        metavar="FILE",
+        help="the bootstrap Envoy runs (envoy_config's): plans naming other endpoints get 503",
+    )
+    parser.add_argument("--tls-cert", help="serve mTLS with this certificate (PEM)")
+    parser.add_argument("--tls-key", help="its private key (PEM)")
+    parser.add_argument("--tls-client-ca", help="the CA a client (Envoy) certificate must chain to")
     parser.add_argument("--region", help="route inside this region only")
     parser.add_argument(
         "--full-duplex",
@@ -45,14 +53,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> ExchangeSettings:
-    split_host_port(args.listen)
+    check_listen(args.listen)
     if args.max_body_bytes < 1 or args.trusted_hops < 0:
         raise ValueError("--max-body-bytes must be positive, --trusted-hops not negative")
     return ExchangeSettings(
         max_body_bytes=args.max_body_bytes,
         trusted_hops=args.trusted_hops,
         full_duplex=args.full_duplex,
+        envoy_endpoints=_envoy_endpoints(args.envoy_bootstrap),
     )
+
+
+def _envoy_endpoints(path: str | None) -> frozenset[tuple[str, str]] | None:
+    if path is None:
+        logging.getLogger("trafficmgr.epp").warning(
+            "no --envoy-bootstrap: plans are not checked against Envoy's endpoints"
+        )
+        return None
+    try:
+        return bootstrap_endpoints(path)
+    except OSError as exc:
+        raise ValueError(f"--envoy-bootstrap: {exc}") from None
+
+
+def tls_from_args(args: argparse.Namespace) -> ServerTls | None:
+    """The mTLS material named by ``--tls-cert``, ``--tls-key``, ``--tls-client-ca``, if any."""
+    named = (args.tls_cert, args.tls_key, args.tls_client_ca)
+    if not any(named):
+        return None
+    if not all(named):
+        raise ValueError("--tls-cert, --tls-key and --tls-client-ca go together")
+    try:
+        return ServerTls.from_files(args.tls_cert, args.tls_key, args.tls_client_ca)
+    except OSError as exc:
+        raise ValueError(f"--tls-*: {exc}") from None
 
 
 def _tokens(values: Sequence[str]) -> dict[str, ClientIdentity]:
@@ -65,12 +99,14 @@ def _tokens(values: Sequence[str]) -> dict[str, ClientIdentity]:
     return tokens
 
 
-async def _run(core: RequestPath, listen: str, settings: ExchangeSettings) -> None:
+async def _run(
+    core: RequestPath, listen: str, settings: ExchangeSettings, tls: ServerTls | None
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await serve(core, listen, settings, core.maintain, core.config.loads_ttl_s, stop)
+    await serve(core, listen, settings, core.maintain, core.config.loads_ttl_s, stop, tls)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,23 +117,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="SECRET[=NAME[@TENANT]]",
-        help="a client token to accept (repeatable; visible in the process list: prefer "
-        "--token-file); without one every request gets 401",
+        help="a client token to accept (repeatable); without one every request gets 401",
     )
-    add_secret_flags(parser, upstream_key=False)
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args)
-        secrets, warnings = client_tokens(args.token, args.token_file, os.environ)
-        source = StaticSource.from_file(args.fleet, _tokens(secrets))
+        tls = tls_from_args(args)
+        source = StaticSource.from_file(args.fleet, _tokens(args.token))
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for warning in warnings:
-        logging.getLogger("trafficmgr.epp").warning(warning)
     core = RequestPath(source, RequestPathConfig(region=args.region))
-    asyncio.run(_run(core, args.listen, settings))
+    asyncio.run(_run(core, args.listen, settings, tls))
     return 0
 
 

@@ -1,14 +1,15 @@
 """Generate an Envoy bootstrap that routes a fleet's inference traffic through the EPP.
 
 The shape follows the endpoint picker protocol: the ``ext_proc`` filter asks the EPP for
-each request's fallback list, and the endpoints cluster's ``override_host`` load
-balancing policy sends the request to the list's first endpoint, each retry to the next.
-Retries happen only before any byte reached the client (connect failure, refused stream,
-reset before the request was sent, 503 from the upstream), and the EPP caps their number
-at the list's length (``x-envoy-max-retries``), so the cluster's fallback round robin,
-which knows nothing of residency, never picks a host. ``failure_mode_allow`` is off by
-default for the same reason: with the EPP unreachable Envoy answers 500 instead of
-spreading requests over every endpoint of the cluster, residency or not.
+each request's fallback list, and an endpoints cluster's ``override_host`` load balancing
+policy sends the request to the list's first endpoint, each retry to the next. There is
+one cluster per region, and the EPP names the one to use (``x-trafficmgr-cluster``): a
+fallback (an address the cluster does not hold, which the EPP refuses to send when it reads
+this bootstrap) stays inside that region, so it cannot cross a residency zone. Retries
+happen only before any byte reached the client (connect failure, refused stream, reset
+before the request was sent, 503 from the upstream), and the EPP caps their number at the
+list's length (``x-envoy-max-retries``). ``failure_mode_allow`` is off by default: with the
+EPP unreachable Envoy answers 500 instead of routing without a pick; it needs ``--region``.
 
 ``python -m trafficmgr.epp.envoy_config --fleet FILE --listen HOST:PORT --epp HOST:PORT``
 prints the YAML.
@@ -56,7 +57,17 @@ class EnvoyOptions:
     # only behind a hop that sets it (a client could otherwise narrow its own candidates)
     subset_header: bool = False
 
+    # client certificate, key and CA of an EPP serving mTLS (``--tls-*`` on the EPP)
+    epp_tls_cert: str | None = None
+    epp_tls_key: str | None = None
+    epp_tls_ca: str | None = None
+
     def __post_init__(self) -> None:
+        tls = (self.epp_tls_cert, self.epp_tls_key, self.epp_tls_ca)
+        if any(tls) and not all(tls):
+            raise ValueError("--epp-tls-cert, --epp-tls-key and --epp-tls-ca go together")
+        if self.failure_mode_allow and self.region is None:
+            raise ValueError("--failure-mode-allow needs --region (routing without the EPP)")
         if self.body_mode not in BODY_MODES:
             raise ValueError(f"body_mode must be one of {', '.join(BODY_MODES)}")
         if not self.message_timeout_s > 0:
@@ -65,6 +76,25 @@ class EnvoyOptions:
     @property
     def full_duplex(self) -> bool:
         return self.body_mode == "full_duplex"
+
+
+UNIX_PREFIX = "unix:"
+
+
+def unix_path(value: str) -> str:
+    """``unix:/PATH`` → ``/PATH``; ValueError when the path is not absolute."""
+    path = value.removeprefix(UNIX_PREFIX)
+    if not path.startswith("/"):
+        raise ValueError(f"{value!r}: a Unix socket is unix:/absolute/path")
+    return path
+
+
+def check_listen(value: str) -> None:
+    """Check a gRPC listen address: ``HOST:PORT`` or ``unix:/PATH``."""
+    if value.startswith(UNIX_PREFIX):
+        unix_path(value)
+    else:
+        split_host_port(value)
 
 
 def split_host_port(value: str) -> tuple[str, int]:
@@ -76,6 +106,8 @@ def split_host_port(value: str) -> tuple[str, int]:
 
 
 def _socket(value: str) -> dict[str, Any]:
+    if value.startswith(UNIX_PREFIX):
+        return {"pipe": {"path": unix_path(value)}}
     host, port = split_host_port(value)
     return {"socket_address": {"address": host, "port_value": port}}
 
@@ -109,12 +141,20 @@ def fleet_endpoints(fleet: Fleet, region: str | None) -> list[Endpoint]:
     return chosen
 
 
-def endpoints_cluster(fleet: Fleet, options: EnvoyOptions) -> dict[str, Any]:
-    """A static cluster of the fleet's endpoints, one locality per region, override_host LB."""
-    localities: dict[str, list[dict[str, Any]]] = {}
-    for endpoint in fleet_endpoints(fleet, options.region):
-        entry = {"endpoint": {"address": _socket(endpoint.address), "hostname": endpoint.name}}
-        localities.setdefault(endpoint.region, []).append(entry)
+def endpoint_clusters(fleet: Fleet, options: EnvoyOptions) -> list[dict[str, Any]]:
+    """One static cluster per region (only ``--region``'s when given), override_host LB."""
+    chosen = fleet_endpoints(fleet, options.region)
+    regions = [r.name for r in fleet.regions if options.region in (None, r.name)]
+    return [
+        region_cluster(region, [e for e in chosen if e.region == region], options)
+        for region in regions
+    ]
+
+
+def region_cluster(
+    region: str, endpoints: Sequence[Endpoint], options: EnvoyOptions
+) -> dict[str, Any]:
+    """A region's endpoints behind ``override_host``; its fallback never leaves the region."""
     lb_key = {"key": wire.DESTINATION_NAMESPACE}
     override = {
         "@type": T + "extensions.load_balancing_policies.override_host.v3.OverrideHost",
@@ -127,8 +167,10 @@ def endpoints_cluster(fleet: Fleet, options: EnvoyOptions) -> dict[str, Any]:
         ),
     }
     limits = {"max_connections": 100000, "max_pending_requests": 100000}
+    name = wire.cluster_name(region)
+    hosts = [{"endpoint": {"address": _socket(e.address), "hostname": e.name}} for e in endpoints]
     return {
-        "name": "endpoints",
+        "name": name,
         "type": "STATIC",
         "connect_timeout": _seconds(options.connect_timeout_s),
         "load_balancing_policy": _policy("override_host", None, override),
@@ -136,13 +178,40 @@ def endpoints_cluster(fleet: Fleet, options: EnvoyOptions) -> dict[str, Any]:
             "thresholds": [{**limits, "max_requests": 100000, "max_retries": 10000}]
         },
         "load_assignment": {
-            "cluster_name": "endpoints",
-            "endpoints": [
-                {"locality": {"region": region}, "lb_endpoints": entries}
-                for region, entries in localities.items()
-            ],
+            "cluster_name": name,
+            "endpoints": [{"locality": {"region": region}, "lb_endpoints": hosts}],
         },
     }
+
+
+def bootstrap_endpoints(path: str) -> frozenset[tuple[str, str]]:
+    """(region, address) of every endpoint in the region clusters of a bootstrap file.
+
+    The EPP reads the file Envoy runs (``--envoy-bootstrap``), so a plan naming an endpoint
+    Envoy does not hold is refused rather than sent to the cluster's fallback.
+    """
+    with open(path, encoding="utf-8") as file:
+        doc = yaml.safe_load(file)
+    try:
+        clusters = doc["static_resources"]["clusters"]
+        found = {
+            (c["name"].removeprefix(wire.CLUSTER_PREFIX), _address(host["endpoint"]["address"]))
+            for c in clusters
+            if c["name"].startswith(wire.CLUSTER_PREFIX)
+            for locality in c["load_assignment"].get("endpoints", [])
+            for host in locality.get("lb_endpoints", [])
+        }
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a bootstrap of envoy_config ({exc})") from None
+    if not any(c.get("name", "").startswith(wire.CLUSTER_PREFIX) for c in clusters):
+        raise ValueError(f"{path}: no {wire.CLUSTER_PREFIX}REGION cluster (regenerate it)")
+    return frozenset(found)
+
+
+def _address(address: dict[str, Any]) -> str:
+    """A cluster host's socket address as the fleet spells it: ``IP:PORT``, ``[V6]:PORT``."""
+    host, port = address["socket_address"]["address"], address["socket_address"]["port_value"]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _policy(name: str, type_url: str | None, config: dict[str, Any] | None = None) -> Any:
@@ -153,17 +222,18 @@ def _policy(name: str, type_url: str | None, config: dict[str, Any] | None = Non
 
 def epp_cluster(options: EnvoyOptions) -> dict[str, Any]:
     """The EPP, over HTTP/2 (gRPC), health-checked on its ``readiness`` service."""
-    host, _ = split_host_port(options.epp)
-    try:
-        ipaddress.ip_address(host)
-        kind = "STATIC"
-    except ValueError:
-        kind = "STRICT_DNS"  # a Service name in Kubernetes
+    kind = "STATIC"
+    if not options.epp.startswith(UNIX_PREFIX):
+        host, _ = split_host_port(options.epp)
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            kind = "STRICT_DNS"  # a Service name in Kubernetes
     http2: dict[str, Any] = {"explicit_http_config": {"http2_protocol_options": {}}}
     # one ext_proc stream per HTTP request in flight: Envoy's default cap (1,024) would
     # answer 500 to the next request under load, long streams being the rule here
     limits = {"max_connections": 100000, "max_pending_requests": 100000, "max_requests": 100000}
-    return {
+    cluster = {
         "name": "epp",
         "type": kind,
         "connect_timeout": _seconds(options.connect_timeout_s),
@@ -188,6 +258,29 @@ def epp_cluster(options: EnvoyOptions) -> dict[str, Any]:
             "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket(options.epp)}}]}],
         },
     }
+    if options.epp_tls_cert:
+        cluster["transport_socket"] = epp_tls(options)
+    return cluster
+
+
+def epp_tls(options: EnvoyOptions) -> dict[str, Any]:
+    """mTLS to the EPP: Envoy's client certificate, the EPP's chain checked against the CA."""
+    certificate = {
+        "certificate_chain": {"filename": options.epp_tls_cert},
+        "private_key": {"filename": options.epp_tls_key},
+    }
+    common = {
+        "tls_certificates": [certificate],
+        "validation_context": {"trusted_ca": {"filename": options.epp_tls_ca}},
+        "alpn_protocols": ["h2"],  # gRPC
+    }
+    context: dict[str, Any] = {
+        "@type": T + "extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+    }
+    context["common_tls_context"] = common
+    if not options.epp.startswith(UNIX_PREFIX):
+        context["sni"] = split_host_port(options.epp)[0]
+    return {"name": "envoy.transport_sockets.tls", "typed_config": context}
 
 
 def ext_proc_filter(options: EnvoyOptions) -> dict[str, Any]:
@@ -239,23 +332,38 @@ def subset_filter() -> dict[str, Any]:
     }
 
 
-def route(options: EnvoyOptions) -> dict[str, Any]:
-    """Every path to the endpoints cluster; retries only before the first byte."""
+def routes(options: EnvoyOptions) -> list[dict[str, Any]]:
+    """To the region cluster the EPP named; retries only before the first byte.
+
+    A request without the EPP's cluster header was never picked (the EPP unreachable with
+    ``--failure-mode-allow``): it goes to ``--region``'s cluster then, else gets 503.
+    """
     retry = {
         "retry_on": RETRY_ON,
         "retriable_status_codes": [503],
         "num_retries": options.max_fallbacks,
         "retry_back_off": {"base_interval": "0.005s", "max_interval": "0.05s"},
     }
-    return {
-        "match": {"prefix": "/"},
-        "route": {
-            "cluster": "endpoints",
-            "timeout": _seconds(options.request_timeout_s),
-            "idle_timeout": _seconds(options.idle_timeout_s),
-            "retry_policy": retry,
-        },
+    action = {
+        "timeout": _seconds(options.request_timeout_s),
+        "idle_timeout": _seconds(options.idle_timeout_s),
+        "retry_policy": retry,
     }
+    picked = {
+        "match": {
+            "prefix": "/",
+            "headers": [{"name": wire.CLUSTER_HEADER, "present_match": True}],
+        },
+        "route": {"cluster_header": wire.CLUSTER_HEADER, **action},
+        "request_headers_to_remove": [wire.CLUSTER_HEADER],
+    }
+    unpicked: dict[str, Any]
+    if options.failure_mode_allow and options.region is not None:
+        unpicked = {"route": {"cluster": wire.cluster_name(options.region), **action}}
+    else:
+        message = "no endpoint was picked for this request"
+        unpicked = {"direct_response": {"status": 503, "body": {"inline_string": message}}}
+    return [picked, {"match": {"prefix": "/"}, **unpicked}]
 
 
 def local_replies() -> dict[str, Any]:
@@ -297,7 +405,7 @@ def listener(options: EnvoyOptions) -> dict[str, Any]:
         "local_reply_config": local_replies(),
         "route_config": {
             "name": "inference",
-            "virtual_hosts": [{"name": "inference", "domains": ["*"], "routes": [route(options)]}],
+            "virtual_hosts": [{"name": "inference", "domains": ["*"], "routes": routes(options)}],
         },
         "http_filters": [
             *([subset_filter()] if options.subset_header else []),
@@ -330,7 +438,7 @@ def bootstrap(fleet: Fleet, options: EnvoyOptions) -> dict[str, Any]:
         "admin": {"address": _socket(options.admin)},
         "static_resources": {
             "listeners": [listener(options)],
-            "clusters": [endpoints_cluster(fleet, options), epp_cluster(options)],
+            "clusters": [*endpoint_clusters(fleet, options), epp_cluster(options)],
         },
     }
 
@@ -349,7 +457,9 @@ def render(fleet: Fleet, options: EnvoyOptions) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared with the ``envoy_config`` management command."""
     parser.add_argument("--listen", default="0.0.0.0:8080", help="HOST:PORT Envoy serves on")
-    parser.add_argument("--epp", default="127.0.0.1:9002", help="HOST:PORT of the EPP (gRPC)")
+    parser.add_argument(
+        "--epp", default="127.0.0.1:9002", help="HOST:PORT or unix:/PATH of the EPP (gRPC)"
+    )
     parser.add_argument("--admin", default="127.0.0.1:9901", help="HOST:PORT of Envoy's admin")
     parser.add_argument("--region", help="only this region's endpoints")
     parser.add_argument(
@@ -373,6 +483,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-body-bytes", type=int, default=4 << 20)
     parser.add_argument("--max-fallbacks", type=int, default=4)
+    parser.add_argument("--epp-tls-cert", help="client certificate for an EPP serving mTLS")
+    parser.add_argument("--epp-tls-key", help="its private key")
+    parser.add_argument("--epp-tls-ca", help="the CA that signed the EPP's certificate")
     parser.add_argument(
         "--message-timeout",
         type=float,
@@ -382,8 +495,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> EnvoyOptions:
-    for value in (args.listen, args.epp, args.admin):
+    for value in (args.listen, args.admin):
         split_host_port(value)
+    check_listen(args.epp)
     if not args.message_timeout > 0:
         raise ValueError("--message-timeout must be positive")
     body_mode = "full_duplex" if args.full_duplex else args.body_mode
@@ -398,6 +512,9 @@ def options_from_args(args: argparse.Namespace) -> EnvoyOptions:
         max_fallbacks=args.max_fallbacks,
         subset_header=args.subset_header,
         message_timeout_s=args.message_timeout,
+        epp_tls_cert=args.epp_tls_cert,
+        epp_tls_key=args.epp_tls_key,
+        epp_tls_ca=args.epp_tls_ca,
     )
 
 

@@ -50,7 +50,9 @@ class ExchangeSettings:
     max_body_bytes: int = 4 << 20
     trusted_hops: int = 0  # proxies in front of Envoy that append to x-forwarded-for
     full_duplex: bool = False  # body mode assumed when Envoy does not say (protocol_config)
-    cap_retries: bool = True  # set x-envoy-max-retries to the fallback list's length - 1
+    # (region, address) of every endpoint in Envoy's bootstrap (``--envoy-bootstrap``): a plan
+    # naming another is refused, never sent; None: not checked
+    envoy_endpoints: frozenset[tuple[str, str]] | None = None
 
 
 class Exchange:
@@ -69,6 +71,7 @@ class Exchange:
         self._body = bytearray()
         self._started = time.monotonic()
         self._plan: Plan | None = None
+        self._sent: tuple[str, ...] = ()  # the addresses Envoy was given, in order
         self._overhead_ms = 0.0
         self._served: str | None = None
         self._reader: ResponseReader | None = None
@@ -79,6 +82,8 @@ class Exchange:
     async def handle(self, message: ProcessingRequest) -> list[ProcessingResponse]:
         """The replies to one message from Envoy (none while a body is being gathered)."""
         kind = message.WhichOneof("request")
+        if kind is None or (kind.startswith("request_") and self._out_of_order(kind)):
+            return self._refuse(_OUT_OF_ORDER)
         if message.HasField("protocol_config"):
             config = message.protocol_config
             self._full_duplex = config.request_body_mode == FULL_DUPLEX
@@ -94,6 +99,14 @@ class Exchange:
         handler = getattr(self, f"_on_{kind}", None)
         replies: list[ProcessingResponse] = handler(message) if handler is not None else []
         return replies
+
+    def _out_of_order(self, kind: str) -> bool:
+        """Whether a request message breaks the order Envoy keeps: headers once, first.
+
+        The body is routed only after headers whose token was checked (``_identity``), so a
+        peer that skips or repeats them is refused, never routed.
+        """
+        return (self._identity is None) != (kind == "request_headers")
 
     def close(self) -> None:
         """End the request's accounting if the stream ends before the response did.
@@ -181,15 +194,38 @@ class Exchange:
         if isinstance(outcome, Refusal):
             return self._refuse(outcome)
         self._plan = outcome
-        if not outcome.targets:
+        unsendable = self._unsendable(outcome)
+        if unsendable is not None:
             self._outcome = Outcome.CANCELLED
             self._finish()
-            return self._refuse(Refusal(503, "no_endpoint", "no endpoint is eligible", 1))
+            return self._refuse(unsendable)
         self._overhead_ms = (time.monotonic() - self._started) * 1000.0
         if outcome.model != info.model:
             self._body = bytearray(rewrite_model(bytes(self._body), outcome.model))
             self._body_changed = True
         return self._destination(outcome, trailers_follow)
+
+    def _unsendable(self, plan: Plan) -> Refusal | None:
+        """Why Envoy could not follow ``plan`` exactly, if it could not.
+
+        An endpoint missing from Envoy's bootstrap (added or readdressed since it was
+        generated, or left out by ``--region``) would not be found by ``override_host``, and
+        Envoy would send the request elsewhere: refused instead, naming the endpoints.
+        """
+        if not plan.targets:
+            return Refusal(503, "no_endpoint", "no endpoint is eligible", 1)
+        known = self.settings.envoy_endpoints
+        missing = [
+            t for t in plan.targets if known is not None and (t.region, t.address) not in known
+        ]
+        if not missing:
+            return None
+        names = ", ".join(f"{t.name} ({t.address} in {t.region})" for t in missing)
+        return Refusal(
+            503,
+            "endpoint_not_in_envoy",
+            f"{names} not in Envoy's configuration: regenerate its bootstrap from the fleet",
+        )
 
     def _request_info(self) -> RequestInfo | Refusal:
         parsed = parse_body(bytes(self._body))
@@ -200,11 +236,16 @@ class Exchange:
         )
 
     def _destination(self, plan: Plan, trailers_follow: bool) -> list[ProcessingResponse]:
-        addresses = [target.address for target in plan.targets]
-        headers = {wire.DESTINATION_KEY: ",".join(addresses)}
-        if self.settings.cap_retries:
-            headers[wire.MAX_RETRIES_HEADER] = str(len(addresses) - 1)
-        metadata = wire.destination_metadata(addresses)
+        # Envoy holds one cluster per region and retries inside the one it picked: the list
+        # is the first target's region's part of the plan, so no fallback leaves that region
+        region = plan.targets[0].region
+        self._sent = tuple(t.address for t in plan.targets if t.region == region)
+        headers = {
+            wire.DESTINATION_KEY: ",".join(self._sent),
+            wire.MAX_RETRIES_HEADER: str(len(self._sent) - 1),
+            wire.CLUSTER_HEADER: wire.cluster_name(region),
+        }
+        metadata = wire.destination_metadata(self._sent)
         if self._streamed:
             return self._streamed_destination(headers, metadata)
         if not self._full_duplex:
@@ -249,11 +290,14 @@ class Exchange:
     # --- response -----------------------------------------------------------------------
 
     def _on_response_headers(self, message: ProcessingRequest) -> list[ProcessingResponse]:
+        if self._plan is None or self._reader is not None or self._finished:
+            # not a response to a request this stream routed (or a second one): a peer
+            # forging statuses or served endpoints reaches no accounting and no ejection
+            return [wire.response_headers_response({})]
         headers = header_dict(message.response_headers.headers)
         self._served = _served_endpoint(message)
         self._outcome = _outcome_of(headers.get(":status", ""))
-        if self._plan is not None:
-            self._report_attempts(self._plan)
+        self._report_attempts(self._plan)
         streaming = "text/event-stream" in headers.get("content-type", "")
         self._reader = ResponseReader(streaming)
         replies = [wire.response_headers_response(self._response_headers())]
@@ -268,7 +312,7 @@ class Exchange:
         the EPP sees only where it ended, so each endpoint skipped counts as a server error.
         The pick is already counted on the first endpoint: ``served`` is for the others.
         """
-        addresses = [target.address for target in plan.targets]
+        addresses = self._sent
         if self._served is None or self._served not in addresses:
             return
         for index, address in enumerate(addresses[: addresses.index(self._served) + 1]):
@@ -319,6 +363,10 @@ _UNROUTABLE = Refusal(
     500,
     "epp_misconfigured",
     "STREAMED request bodies need send_body_without_waiting_for_header_response",
+)
+# a request message out of Envoy's order (a body before authenticated headers, headers twice)
+_OUT_OF_ORDER = Refusal(
+    400, "out_of_order", "ext_proc messages out of order: request headers come once, first"
 )
 
 

@@ -69,6 +69,37 @@ class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer): 
             return [wire.immediate_response(500, "internal_error", "endpoint picker error")]
 
 
+@dataclass(frozen=True, slots=True)
+class ServerTls:
+    """mTLS: the EPP's certificate and key, and the CA every client certificate must chain to."""
+
+    cert: bytes
+    key: bytes
+    client_ca: bytes
+
+    @classmethod
+    def from_files(cls, cert: str, key: str, client_ca: str) -> ServerTls:
+        """Read the three PEM files (OSError names a missing one)."""
+        with open(cert, "rb") as c, open(key, "rb") as k, open(client_ca, "rb") as ca:
+            return cls(c.read(), k.read(), ca.read())
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials(
+            [(self.key, self.cert)], root_certificates=self.client_ca, require_client_auth=True
+        )
+
+
+def server_options(max_body_bytes: int) -> list[tuple[str, int]]:
+    """gRPC message limits above the body limit, so a body over it is the EPP's 413.
+
+    A ``BUFFERED`` body comes in one message, up to Envoy's buffer (at most twice the EPP's
+    limit in the generated bootstrap); gRPC's default 4 MiB would fail such a message with
+    an error Envoy turns into a 500. A rewritten body goes back in one message too.
+    """
+    limit = 2 * max_body_bytes + (1 << 20)
+    return [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+
+
 @dataclass
 class EppServer:
     """A started server and its health servicer (to flip readiness)."""
@@ -92,15 +123,20 @@ async def start_server(
     listen: str,
     settings: ExchangeSettings | None = None,
     ready: Callable[[], bool] | None = None,
+    tls: ServerTls | None = None,
 ) -> EppServer:
-    """Bind ``listen`` (``HOST:PORT``, port 0 for any) and start serving."""
-    server = grpc.aio.server()
-    processor = ExternalProcessor(decision, settings or ExchangeSettings())
+    """Bind ``listen`` (``HOST:PORT``, port 0 for any, or ``unix:/PATH``) and start serving."""
+    settings = settings or ExchangeSettings()
+    server = grpc.aio.server(options=server_options(settings.max_body_bytes))
+    processor = ExternalProcessor(decision, settings)
     external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(processor, server)
     health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(listen)
-    if port == 0:
+    if tls is not None:
+        port = server.add_secure_port(listen, tls.credentials())
+    else:
+        port = server.add_insecure_port(listen)
+    if port == 0 and not listen.startswith("unix:"):
         raise OSError(f"cannot listen on {listen}")
     await server.start()
     started = EppServer(server, health_servicer, port)
@@ -116,14 +152,17 @@ async def serve(
     maintain: Callable[[], None] | None = None,
     interval_s: float = 0.5,
     stop: asyncio.Event | None = None,
+    tls: ServerTls | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or the task is cancelled).
 
     ``maintain`` (the core's refresh from the control plane, blocking I/O) runs in a thread
     every ``interval_s``; readiness is reported once it first succeeds.
     """
-    started = await start_server(decision, listen, settings, ready=lambda: maintain is None)
-    log.info("endpoint picker listening on %s", listen)
+    started = await start_server(
+        decision, listen, settings, ready=lambda: maintain is None, tls=tls
+    )
+    log.info("endpoint picker listening on %s%s", listen, " (mTLS)" if tls else "")
     stop = stop or asyncio.Event()
     upkeep = asyncio.create_task(_maintain(started, maintain, interval_s)) if maintain else None
     try:

@@ -40,6 +40,10 @@ OVERHEAD_HEADER = "x-trafficmgr-overhead-ms"
 # Envoy caps the retries at the list's length, so its fallback LB never picks a host the
 # core did not choose (see envoy_config); ext_proc may set it once allow_envoy is on.
 MAX_RETRIES_HEADER = "x-envoy-max-retries"
+# The region cluster the request goes to (Envoy's route reads it; envoy_config makes one
+# cluster per region, named by ``cluster_name``, so a fallback stays in the region).
+CLUSTER_HEADER = "x-trafficmgr-cluster"
+CLUSTER_PREFIX = "endpoints."
 
 # Envoy implementations cap one streamed chunk at 64 KiB; stay under it.
 CHUNK_BYTES = 62_000
@@ -57,6 +61,21 @@ _ERROR_TYPES = {
 def header_text(text: str, limit: int = 512) -> str:
     """``text`` fit for a header value: one line, printable, at most ``limit`` characters."""
     return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:limit]
+
+
+def cluster_name(region: str) -> str:
+    """The Envoy cluster holding ``region``'s endpoints."""
+    return CLUSTER_PREFIX + region
+
+
+def _request_common(headers: Mapping[str, str] | None) -> CommonResponse:
+    """A request reply's mutations; one naming the cluster makes Envoy pick the route again."""
+    if not headers:
+        return CommonResponse()
+    return CommonResponse(
+        header_mutation=HeaderMutation(set_headers=header_options(headers)),
+        clear_route_cache=CLUSTER_HEADER in headers,
+    )
 
 
 def header_options(headers: Mapping[str, str]) -> list[HeaderValueOption]:
@@ -81,8 +100,9 @@ def request_headers_response(
     headers: Mapping[str, str], metadata: Struct | None = None
 ) -> ProcessingResponse:
     """Answer a request headers message, setting ``headers`` on the upstream request."""
-    common = CommonResponse(header_mutation=HeaderMutation(set_headers=header_options(headers)))
-    response = ProcessingResponse(request_headers=HeadersResponse(response=common))
+    response = ProcessingResponse(
+        request_headers=HeadersResponse(response=_request_common(headers))
+    )
     if metadata is not None:
         response.dynamic_metadata.CopyFrom(metadata)
     return response
@@ -102,9 +122,7 @@ def request_body_response(
     """
     if headers is None and metadata is None and body is None and not clear:
         return ProcessingResponse(request_body=BodyResponse(response=CommonResponse()))
-    common = CommonResponse()
-    if headers:
-        common.header_mutation.CopyFrom(HeaderMutation(set_headers=header_options(headers)))
+    common = _request_common(headers)
     if body is not None:
         common.body_mutation.CopyFrom(BodyMutation(body=body))
     elif clear:

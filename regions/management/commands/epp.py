@@ -14,8 +14,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from regions.decisions.source import DjangoControlPlane
-from trafficmgr.epp.cli import add_arguments, settings_from_args
-from trafficmgr.epp.server import serve
+from trafficmgr.epp.cli import add_arguments, settings_from_args, tls_from_args
+from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath import RequestPath, RequestPathConfig
 
 
@@ -28,14 +28,17 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             settings = settings_from_args(argparse.Namespace(**options))
+            tls = tls_from_args(argparse.Namespace(**options))
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         core = RequestPath(DjangoControlPlane(), RequestPathConfig(region=options["region"]))
-        asyncio.run(self._run(core, options["listen"], settings))
+        asyncio.run(self._run(core, options["listen"], settings, tls))
 
-    async def _run(self, core: RequestPath, listen: str, settings: Any) -> None:
+    async def _run(
+        self, core: RequestPath, listen: str, settings: Any, tls: ServerTls | None
+    ) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await serve(core, listen, settings, core.maintain, core.config.loads_ttl_s, stop)
+        await serve(core, listen, settings, core.maintain, core.config.loads_ttl_s, stop, tls)
