@@ -24,7 +24,12 @@ from trafficmgr.gateway.settings import (
     tracing_wanted,
 )
 from trafficmgr.requestpath import ClientIdentity, RequestPathConfig, StaticSource
-from trafficmgr.requestpath.credentials import add_secret_flags, client_tokens, upstream_key
+from trafficmgr.requestpath.credentials import (
+    add_secret_flags,
+    client_tokens,
+    metrics_token,
+    upstream_key,
+)
 from trafficmgr.routing.picker import DEFAULT_STRATEGY, STRATEGIES
 
 
@@ -88,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_body_bytes=args.max_body_bytes,
         trusted_proxies=trusted,
         upstream_api_key=key,
+        metrics_token=metrics_token(os.environ),
         access_log=args.access_log,
         first_byte_timeout_s=args.first_byte_timeout,
         otlp_endpoint=args.otlp_endpoint,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
 import ipaddress
 import logging
 import os
@@ -305,18 +306,35 @@ async def list_models(app: GatewayApp, request: Request) -> Answer:
 
 
 async def healthz(app: GatewayApp, request: Request) -> Answer:
+    """Answer liveness to anyone (probes carry no token); the detail only to an operator."""
     core = app.core
     snap = core.snapshot()
-    doc = {
-        "status": "ok",
-        "table": snap.table.version,
-        "table_kind": snap.table_kind,
-        "in_flight": core.ledger.total,
-        "queued": core.queue.depth(),
-    }
+    doc: dict[str, object] = {"status": "ok"}
+    if _operator(app, request):
+        doc["table"] = snap.table.version
+        doc["table_kind"] = snap.table_kind
+        doc["in_flight"] = core.ledger.total
+        doc["queued"] = core.queue.depth()
     return Response(body=msgspec.json.encode(doc), content_type="application/json")
 
 
 async def metrics_text(app: GatewayApp, request: Request) -> Answer:
+    if not _operator(app, request):
+        return Response(
+            status=401,
+            body=b"metrics need a bearer token\n",
+            headers={"WWW-Authenticate": "Bearer"},
+            content_type="text/plain",
+        )
     body = app.metrics.render()
     return Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+def _operator(app: GatewayApp, request: Request) -> bool:
+    """Whether ``request`` may read operational figures: no metrics token is set, or it
+    carries that token (compared in constant time, as the control plane's /metrics does)."""
+    wanted = app.settings.metrics_token
+    if not wanted:
+        return True
+    given = request.headers.get("authorization", "").encode("utf-8", "replace")
+    return hmac.compare_digest(given, f"Bearer {wanted}".encode())

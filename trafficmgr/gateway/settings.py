@@ -49,6 +49,9 @@ class GatewaySettings:
     # where the workers of one gateway pool their /metrics figures (``serve`` sets one up
     # for --workers above 1); None: this process answers for itself only
     metrics_dir: str | None = None
+    # a bearer token /metrics and /healthz's detail require (``TRAFFICMGR_METRICS_TOKEN``,
+    # as the control plane's /metrics); None: both open, as inside a private network
+    metrics_token: str | None = None
     # what one client may hold of a worker and for how long (its deadlines and caps)
     client_limits: ClientLimits = field(default_factory=ClientLimits)
 

@@ -10,7 +10,9 @@ user of the machine, so the fronts read their secrets from elsewhere:
   or ``TRAFFICMGR_UPSTREAM_KEY``; ``--upstream-key`` and ``--upstream-key-file`` exclude each
   other, and either wins over the variable.
 
-``--token`` and ``--upstream-key`` keep working, with a warning that they are visible.
+``--token`` and ``--upstream-key`` keep working, with a warning that they are visible. The
+gateway's ``/metrics`` and ``/healthz`` detail take ``TRAFFICMGR_METRICS_TOKEN``, as the
+control plane's ``/metrics`` does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 TOKENS_ENV = "TRAFFICMGR_CLIENT_TOKENS"
 UPSTREAM_KEY_ENV = "TRAFFICMGR_UPSTREAM_KEY"
+METRICS_TOKEN_ENV = "TRAFFICMGR_METRICS_TOKEN"  # the control plane's name for the same thing
 _SEPARATORS = re.compile(r"[\s,]+")
 
 
@@ -82,6 +85,11 @@ def upstream_key(
             raise ValueError(f"--upstream-key-file: {file} holds no key")
         return lines[0], []
     return environ.get(UPSTREAM_KEY_ENV, "").strip() or None, []
+
+
+def metrics_token(environ: Mapping[str, str]) -> str | None:
+    """Return the bearer token the gateway's operational endpoints require; None: open."""
+    return environ.get(METRICS_TOKEN_ENV, "").strip() or None
 
 
 def visible(flag: str, file_flag: str, variable: str) -> str:

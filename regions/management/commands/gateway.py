@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from regions import conf
 from regions.decisions.source import DjangoControlPlane
 from trafficmgr.gateway.server import parse_listen, serve
 from trafficmgr.gateway.settings import (
@@ -67,6 +68,7 @@ class Command(BaseCommand):
             max_body_bytes=options["max_body_bytes"],
             trusted_proxies=trusted,
             upstream_api_key=key,
+            metrics_token=conf.metrics_token() or None,
             access_log=options["access_log"],
             client_limits=limits,
         )
