@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import pytest
 
@@ -33,6 +34,7 @@ from trafficmgr.gateway.http import (
 from trafficmgr.gateway.settings import client_limits, networks
 from trafficmgr.routing.types import Fleet
 
+T = TypeVar("T")
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
 ANSWER = b"x" * 1024  # large enough that unsent answers would pile up fast
 ONE_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\n\r\n" + ANSWER
@@ -47,10 +49,10 @@ class Served:
     port: int
     cancelled: list[str] = field(default_factory=list)
 
-    def state(self) -> list[tuple[int, int, bool]]:
+    def state(self) -> list[tuple[int, int, bool | None]]:
         """Return (queued requests, write buffer bytes, reading paused) per connection."""
 
-        async def read() -> list[tuple[int, int, bool]]:
+        async def read() -> list[tuple[int, int, bool | None]]:
             return [
                 (
                     len(c._queue),
@@ -142,7 +144,7 @@ def is_closed(s: socket.socket) -> bool:
     return True
 
 
-def steady(sample: Callable[[], object], quiet_s: float = 0.5, limit_s: float = 30) -> object:
+def steady(sample: Callable[[], T], quiet_s: float = 0.5, limit_s: float = 30) -> T:
     """Return ``sample()`` once it has not changed for ``quiet_s``."""
     last, since, start = sample(), time.monotonic(), time.monotonic()
     while time.monotonic() - since < quiet_s and time.monotonic() - start < limit_s:
@@ -169,7 +171,7 @@ def test_a_client_pipelining_without_reading_is_held_to_a_bounded_queue_and_buff
     s = served.connect(rcvbuf=4096)
     sender = threading.Thread(target=s.sendall, args=(HEALTHZ * count,), daemon=True)
     sender.start()
-    [(queued, buffered, paused)] = steady(served.state)  # type: ignore[misc]
+    [(queued, buffered, paused)] = steady(served.state)
     # reading stopped: at most the limit waits, plus what one parsed slice held
     assert paused
     assert queued <= 2 + FEED_BYTES // len(HEALTHZ)
