@@ -82,7 +82,7 @@ def envoy_epp(
     *,
     workers: int = 1,
     body_mode: str = "buffered",
-    trusted_hops: int = 0,
+    trusted_proxies: tuple[str, ...] = (),
     timeout_s: float = 600.0,
     cpu: str | None = procs.ROUTER_CPU,
 ) -> Iterator[EnvoyEpp]:
@@ -90,7 +90,8 @@ def envoy_epp(
 
     ``timeout_s`` bounds a request and each ext_proc message (the core may hold a request
     while every endpoint is full, as the gateway does), so slowed-down simulations are
-    measured, not cut short; ``trusted_hops`` 1 takes the client's ``X-Forwarded-For``.
+    measured, not cut short; ``trusted_proxies`` ``("127.0.0.0/8",)`` takes the client's
+    ``X-Forwarded-For``.
     """
     fleet = load_fleet_file(str(fleet_file))
     epp_port, port, admin = procs.free_port(), procs.free_port(), procs.free_port()
@@ -108,7 +109,7 @@ def envoy_epp(
         config.write_text(render(fleet, options))
         epp_cmd = [sys.executable, "-m", "trafficmgr.epp", "--fleet", str(fleet_file),
                    "--listen", options.epp, "--token", procs.TOKEN,
-                   "--trusted-hops", str(trusted_hops)]  # fmt: skip
+                   *(a for p in trusted_proxies for a in ("--trusted-proxy", p))]  # fmt: skip
         envoy_cmd = [binary, "-c", str(config), "--concurrency", str(workers),
                      "--log-level", "error", "--base-id", str(admin),
                      "--disable-hot-restart"]  # fmt: skip

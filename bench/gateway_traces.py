@@ -106,7 +106,9 @@ def one_run(target: str, base: dict[str, Any], args: argparse.Namespace) -> dict
                 return run_loadgen(spec, Path(tmp), {"router": [proc.pid], "sim": sim_pid})
         if kind == "envoy-epp":
             assert args.envoy is not None
-            with envoy_epp.envoy_epp(path, args.envoy, trusted_hops=1, timeout_s=1800) as pair:
+            with envoy_epp.envoy_epp(
+                path, args.envoy, trusted_proxies=("127.0.0.0/8",), timeout_s=1800
+            ) as pair:
                 spec |= {"mode": "gateway", "strategy": name,
                          "url": f"http://127.0.0.1:{pair.port}/v1/chat/completions"}  # fmt: skip
                 return run_loadgen(spec, Path(tmp), {"router": pair.pids, "sim": sim_pid})

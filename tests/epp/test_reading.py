@@ -12,7 +12,6 @@ from trafficmgr.epp.request import (
     client_address,
     header_dict,
     parse_body,
-    prompt_text,
     request_info,
     rewrite_model,
     subset_hint,
@@ -20,6 +19,7 @@ from trafficmgr.epp.request import (
 from trafficmgr.epp.usage import ResponseReader
 from trafficmgr.epp.wire import error_body, immediate_response
 from trafficmgr.requestpath import bearer_token
+from trafficmgr.requestpath.reading import networks, read_request
 
 
 def test_headers_lowercased_and_repeats_joined() -> None:
@@ -39,11 +39,12 @@ def test_bearer_token() -> None:
     assert bearer_token({}) is None
 
 
-def test_client_address_skips_trusted_hops() -> None:
+def test_client_address_skips_trusted_proxies() -> None:
     headers = {"x-forwarded-for": "6.6.6.6, 81.2.69.142, 10.0.0.1"}
-    assert client_address(headers) == "10.0.0.1"
-    assert client_address(headers, trusted_hops=1) == "81.2.69.142"
-    assert client_address(headers, trusted_hops=9) == "6.6.6.6"
+    assert client_address(headers) == "10.0.0.1"  # Envoy's peer: no proxy trusted
+    assert client_address(headers, networks(["10.0.0.0/8"])) == "81.2.69.142"
+    everyone = networks(["0.0.0.0/0"])
+    assert client_address(headers, everyone) == "6.6.6.6"
     assert client_address({}) is None
 
 
@@ -65,26 +66,34 @@ def test_subset_hint_as_list_or_string() -> None:
 def test_bodies() -> None:
     assert isinstance(parse_body(b"\xff"), Refusal)
     assert isinstance(parse_body(b'"text"'), Refusal)
-    assert parse_body(b'{"model": "m"}') == {"model": "m"}
-    chat = {"messages": [{"content": "a b"}, {"content": [{"type": "text", "text": "c"}]}]}
-    assert prompt_text(chat) == "a b\nc"
-    assert prompt_text({"prompt": ["x", "y"]}) == "x\ny"
+    assert parse_body(b'{"model": "m"}') == read_request(b'{"model": "m"}', None)
+    chat = {
+        "model": "m",
+        "messages": [{"content": "a b"}, {"content": [{"type": "text", "text": "c"}]}],
+    }
+    read = parse_body(json.dumps(chat).encode(), "/v1/chat/completions")
+    assert not isinstance(read, Refusal) and read.prompt == "a b\nc"
+    read = parse_body(b'{"model": "m", "prompt": ["x", "y"]}', "/v1/completions")
+    assert not isinstance(read, Refusal) and read.prompt == "x\ny"
     assert json.loads(rewrite_model(b'{"model": "a", "n": 1}', "b")) == {"model": "b", "n": 1}
 
 
 def test_request_info_fields() -> None:
     headers = {"x-session-id": "s", "x-trafficmgr-priority": "batch", ":path": "/v1/x"}
-    body = {"model": " m ", "user": "u", "max_tokens": 9, "prompt": "p q"}
+    body = parse_body(b'{"model": "m", "user": "u", "max_tokens": 9, "prompt": "p q"}')
+    assert not isinstance(body, Refusal)
     info = request_info(headers, body, None, None)
-    assert not isinstance(info, Refusal)
     assert (info.model, info.session_id, info.priority, info.max_output_tokens) == (
         "m",
         "s",
         "batch",
         9,
     )
-    refused = request_info({}, {"model": 3}, None, None)
-    assert isinstance(refused, Refusal) and refused.code == "missing_model"
+    refused = parse_body(b'{"model": 3}')
+    assert isinstance(refused, Refusal) and (refused.code, refused.param) == (
+        "invalid_value",
+        "model",
+    )
 
 
 def test_streamed_usage_across_split_chunks() -> None:
@@ -99,7 +108,7 @@ def test_streamed_usage_across_split_chunks() -> None:
     )
     reader = ResponseReader(streaming=True)
     seen = sum(reader.feed(body[i : i + 7]) for i in range(0, len(body), 7))
-    assert seen == 2  # "hello world": the split word counts once
+    assert seen == 3  # one per content event at least, its words when more: 1 + 2
     assert reader.finish() == Usage(4, 2)
 
 

@@ -3,7 +3,9 @@
 ``behaviour`` per request path suffix is one of: ``garbage`` (200 then bytes that are not
 SSE), ``garbage_mid`` (three good events, then garbage), ``cut`` (three good events, then the
 connection closes without ``[DONE]``), ``hang`` (headers never come), ``hang_mid`` (three good
-events, then silence), ``ok`` (a short good stream). It counts the requests it got and the
+events, then silence), ``no_done`` (three good events, a ``finish_reason`` chunk and a usage
+chunk, then the body ends cleanly without ``[DONE]``, as ``transformers serve`` streams),
+``ok`` (a short good stream). It counts the requests it got and the
 streams it saw cancelled.
 """
 
@@ -16,6 +18,16 @@ from aiohttp import web
 EVENT = (
     b'data: {"id":"x","object":"chat.completion.chunk",'
     b'"choices":[{"index":0,"delta":{"content":"w"}}]}\n\n'
+)
+
+
+FINISH = (
+    b'data: {"id":"x","object":"chat.completion.chunk",'
+    b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+)
+USAGE = (
+    b'data: {"id":"x","object":"chat.completion.chunk","choices":[],'
+    b'"usage":{"prompt_tokens":2,"completion_tokens":11,"total_tokens":13}}\n\n'
 )
 
 
@@ -69,6 +81,8 @@ class FakeUpstream:
                 request.transport.close()
             elif self.behaviour == "hang_mid":
                 await asyncio.sleep(3600)
+            elif self.behaviour == "no_done":
+                await out.write(FINISH + USAGE)
             else:
                 await out.write(b"data: [DONE]\n\n")
         except asyncio.CancelledError:

@@ -20,6 +20,7 @@ from trafficmgr.epp.exchange import ExchangeSettings
 from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.core import RequestPath
+from trafficmgr.requestpath.reading import networks
 from trafficmgr.requestpath.source import StaticSource
 from trafficmgr.requestpath.types import ClientIdentity
 
@@ -45,20 +46,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-body-bytes", type=int, default=4 << 20)
     parser.add_argument(
-        "--trusted-hops",
-        type=int,
-        default=0,
-        help="proxies in front of Envoy that append to x-forwarded-for",
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a proxy in front of Envoy whose x-forwarded-for entry is believed (repeatable)",
     )
+    parser.add_argument("--trusted-hops", type=int, help=argparse.SUPPRESS)  # gone: says so
 
 
 def settings_from_args(args: argparse.Namespace) -> ExchangeSettings:
     check_listen(args.listen)
-    if args.max_body_bytes < 1 or args.trusted_hops < 0:
-        raise ValueError("--max-body-bytes must be positive, --trusted-hops not negative")
+    if args.max_body_bytes < 1:
+        raise ValueError("--max-body-bytes must be positive")
+    if args.trusted_hops is not None:
+        raise ValueError(
+            "--trusted-hops is gone: name the proxies in front of Envoy with "
+            "--trusted-proxy CIDR (repeatable), as the gateway does"
+        )
     return ExchangeSettings(
         max_body_bytes=args.max_body_bytes,
-        trusted_hops=args.trusted_hops,
+        trusted_proxies=networks(args.trusted_proxy),
         full_duplex=args.full_duplex,
         envoy_endpoints=_envoy_endpoints(args.envoy_bootstrap),
     )

@@ -39,6 +39,7 @@ from trafficmgr.epp.request import (
 )
 from trafficmgr.epp.usage import ResponseReader
 from trafficmgr.requestpath import bearer_token
+from trafficmgr.requestpath.reading import IpNetwork
 
 FULL_DUPLEX = ProcessingMode.FULL_DUPLEX_STREAMED
 STREAMED = ProcessingMode.STREAMED
@@ -48,7 +49,8 @@ MODELS_PATH = "/v1/models"
 @dataclass(frozen=True, slots=True)
 class ExchangeSettings:
     max_body_bytes: int = 4 << 20
-    trusted_hops: int = 0  # proxies in front of Envoy that append to x-forwarded-for
+    # proxies in front of Envoy whose x-forwarded-for entries are believed (the gateway's rule)
+    trusted_proxies: tuple[IpNetwork, ...] = ()
     full_duplex: bool = False  # body mode assumed when Envoy does not say (protocol_config)
     # (region, address) of every endpoint in Envoy's bootstrap (``--envoy-bootstrap``): a plan
     # naming another is refused, never sent; None: not checked
@@ -113,12 +115,12 @@ class Exchange:
 
         The usual cause is the client going away (Envoy then resets the stream), which says
         nothing about the endpoint: the request counts as cancelled. A stream whose
-        ``data: [DONE]`` was already read is whole: a client that closes on it may have Envoy
-        reset the stream before it sends the body's end, and the request still counts as
-        answered.
+        ``data: [DONE]`` (or ``finish_reason``, or usage) was already read is whole: a client
+        that closes on it may have Envoy reset the stream before it sends the body's end, and
+        the request still counts as answered.
         """
         if self._plan is not None and not self._finished:
-            if self._reader is None or not self._reader.complete:
+            if self._reader is None or not self._reader.answered:
                 self._outcome = Outcome.CANCELLED
             self._finish()
 
@@ -162,7 +164,7 @@ class Exchange:
         _, identity = self.decision.cached_identity(token) if token else (False, None)
         if identity is not None:
             return identity
-        client = client_address(self._headers, self.settings.trusted_hops)
+        client = client_address(self._headers, self.settings.trusted_proxies)
         return await self.decision.identify(token, client)
 
     async def _on_request_body(self, message: ProcessingRequest) -> list[ProcessingResponse]:
@@ -228,11 +230,11 @@ class Exchange:
         )
 
     def _request_info(self) -> RequestInfo | Refusal:
-        parsed = parse_body(bytes(self._body))
+        parsed = parse_body(bytes(self._body), self._headers.get(":path", ""))
         if isinstance(parsed, Refusal):
             return parsed
         return request_info(
-            self._headers, parsed, self._identity, self._subset, self.settings.trusted_hops
+            self._headers, parsed, self._identity, self._subset, self.settings.trusted_proxies
         )
 
     def _destination(self, plan: Plan, trailers_follow: bool) -> list[ProcessingResponse]:
@@ -356,6 +358,11 @@ class Exchange:
             return
         self._finished = True
         usage = self._reader.finish() if self._reader is not None else None
+        if self._outcome is Outcome.OK and self._reader is not None:
+            if self._reader.error:  # the upstream's error event, as the gateway counts it
+                self._outcome = Outcome.SERVER_ERROR
+            elif self._reader.broken():  # neither [DONE] nor a finish_reason: cut mid-way
+                self._outcome = Outcome.BROKEN
         self.decision.finished(self._plan.handle, usage, self._outcome)
 
 

@@ -1,50 +1,20 @@
-"""Read token usage out of a response body as it streams through Envoy.
+"""Follow a response body as it streams through Envoy: tokens, usage, whether it ended whole.
 
-Streamed responses (SSE) are read line by line: the generated text counts for progress
-under the project's token rule (whitespace-separated words, ``trafficmgr.routing.prompt``),
-and the final chunk's ``usage`` (``stream_options.include_usage``) gives the exact counts.
-Plain JSON responses are buffered up to a limit and their ``usage`` read at the end. The
-body itself is never changed.
+Streamed responses (SSE) go through the shared stream reader (``requestpath.reading``), the
+one the gateway relays with: the same token count for ``progress``, the same usage, the same
+judgement of a stream's end (whole after ``[DONE]``, or after a ``finish_reason`` or usage
+chunk when the body ended cleanly). Plain JSON responses are buffered up to a limit and their
+``usage`` read at the end. The body itself is never changed.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import msgspec
 
 from trafficmgr.epp.decision import Usage
-from trafficmgr.routing.prompt import count_tokens
+from trafficmgr.requestpath.reading.stream import BrokenStream, StreamReader, whole_usage
 
-MAX_LINE_BYTES = 1 << 20
 MAX_JSON_BYTES = 8 << 20
-
-
-def usage_of(data: Any) -> Usage | None:
-    """The ``usage`` object of an OpenAI response or chunk, if it carries one."""
-    usage = data.get("usage") if isinstance(data, dict) else None
-    if not isinstance(usage, dict):
-        return None
-    prompt = usage.get("prompt_tokens", usage.get("input_tokens", 0))
-    completion = usage.get("completion_tokens", usage.get("output_tokens", 0))
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        return None
-    return Usage(prompt_tokens=prompt, completion_tokens=completion)
-
-
-def chunk_text(data: Any) -> str:
-    """The text a streamed chunk generated (chat ``delta.content`` or completion ``text``)."""
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list):
-        return ""
-    parts = []
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-        if isinstance(text, str):
-            parts.append(text)
-    return "".join(parts)
 
 
 class ResponseReader:
@@ -52,66 +22,49 @@ class ResponseReader:
 
     def __init__(self, streaming: bool) -> None:
         self.streaming = streaming
-        self.usage: Usage | None = None
-        self.tokens = 0
-        self.complete = False  # a stream's ``data: [DONE]`` was read: the answer is whole
-        self._pending = b""
+        self._stream = StreamReader() if streaming else None
+        self._garbage = False  # the stream broke the SSE rules: read no further
+        self._parts: list[bytes] = []  # a JSON body's chunks, joined once at the end
+        self._size = 0
         self._overflow = False
-        self._mid_word = False  # the text so far ends inside a word
 
     def feed(self, chunk: bytes) -> int:
-        if self._overflow:
+        if self._stream is None:
+            self._size += len(chunk)
+            self._overflow = self._overflow or self._size > MAX_JSON_BYTES
+            if not self._overflow:
+                self._parts.append(chunk)
             return 0
-        self._pending += chunk
-        if not self.streaming:
-            self._overflow = len(self._pending) > MAX_JSON_BYTES
+        if self._garbage:
             return 0
-        *lines, self._pending = self._pending.split(b"\n")
-        if len(self._pending) > MAX_LINE_BYTES:
-            self._overflow = True
-        before = self.tokens
-        for line in lines:
-            self._read_line(line.strip())
-        return self.tokens - before
+        try:
+            return self._stream.feed(chunk)[1]
+        except BrokenStream:
+            self._garbage = True
+            return 0
+
+    @property
+    def answered(self) -> bool:
+        """Tell whether the answer is whole as far as read (``[DONE]``, a finish, usage)."""
+        return self._stream is not None and not self._garbage and self._stream.answered
+
+    @property
+    def error(self) -> bool:
+        """Tell whether the upstream's stream carried an error event."""
+        return self._stream is not None and self._stream.error is not None
+
+    def broken(self) -> bool:
+        """Tell whether a stream whose body ended is not whole (a JSON body never is)."""
+        return self._stream is not None and (self._garbage or not self._stream.complete())
 
     def finish(self) -> Usage | None:
         """The usage reported by the end of the body (None when none was reported)."""
-        if not self._overflow and self._pending:
-            if self.streaming:
-                self._read_line(self._pending.strip())
-            else:
-                self._read_json(self._pending)
-        self._pending = b""
-        return self.usage
-
-    def _read_line(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
-            return
-        payload = line[5:].strip()
-        if payload == b"[DONE]":
-            self.complete = True
-            return
-        if not payload:
-            return
+        if self._stream is not None:
+            return self._stream.usage()
+        if self._overflow or not self._parts:
+            return None
+        body, self._parts = b"".join(self._parts), []
         try:
-            data = json.loads(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return
-        self._count(chunk_text(data))
-        self.usage = usage_of(data) or self.usage
-
-    def _count(self, text: str) -> None:
-        """Add the words of ``text``; one split across two chunks counts once."""
-        if not text:
-            return
-        words = count_tokens(text)
-        if self._mid_word and not text[0].isspace() and words:
-            words -= 1
-        self.tokens += words
-        self._mid_word = not text[-1].isspace()
-
-    def _read_json(self, body: bytes) -> None:
-        try:
-            self.usage = usage_of(json.loads(body))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return
+            return whole_usage(body)
+        except msgspec.DecodeError:
+            return None

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-import ipaddress
 import logging
 import os
 import random
@@ -39,6 +38,7 @@ from trafficmgr.requestpath import (
     RequestPath,
     bearer_token,
 )
+from trafficmgr.requestpath.reading import client_address as shared_client_address
 
 if TYPE_CHECKING:
     from trafficmgr.gateway.tracing import GatewayTracer, RequestTrace
@@ -262,33 +262,10 @@ def _request_info(
 
 def client_address(request: Request, trusted: tuple[IpNetwork, ...]) -> str | None:
     """Return the client's address: the peer's, or X-Forwarded-For's from a trusted proxy."""
-    address = request.peer[0] if request.peer else None
-    if address is None or not trusted or not _classify(address, trusted):
-        return address
-    forwarded = request.headers.get("x-forwarded-for")
-    if not forwarded:
-        return address
-    for hop in reversed([h.strip() for h in forwarded.split(",")]):
-        kind = _classify(hop, trusted)
-        if kind is None:
-            return address  # a malformed chain says nothing reliable
-        if not kind:
-            return hop
-        address = hop
-    return address
-
-
-@functools.lru_cache(maxsize=16_384)
-def _classify(address: str, trusted: tuple[IpNetwork, ...]) -> bool | None:
-    """Return whether ``address`` is a trusted proxy; None when it is not an address.
-
-    Cached: the same proxies and clients come back request after request, and parsing an
-    address costs more than the rest of this function's callers together."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return None
-    return any(ip in net for net in trusted)
+    peer = request.peer[0] if request.peer else None
+    if not trusted:  # the usual case: nothing to walk
+        return peer
+    return shared_client_address(peer, request.headers.get("x-forwarded-for"), trusted)
 
 
 async def list_models(app: GatewayApp, request: Request) -> Answer:

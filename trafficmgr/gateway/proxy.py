@@ -10,9 +10,11 @@ it is passed back as is, and not retried.
 
 Once the first event of a stream is forwarded the client holds part of an answer, so the
 request is never retried: an upstream that stalls (``idle_timeout_s``), breaks the
-connection, sends garbage or ends without ``[DONE]`` gets its stream closed with a clean SSE
-error event. A client that goes away cancels the handler (``http``: its connection was lost):
-the upstream response is closed, which makes the server abort the generation.
+connection, sends garbage or ends with neither ``[DONE]`` nor a ``finish_reason`` (a stream
+ending cleanly after one is whole: ``transformers serve`` sends no ``[DONE]``) gets its
+stream closed with a clean SSE error event. A client that goes away cancels the handler
+(``http``: its connection was lost): the upstream response is closed, which makes the server
+abort the generation.
 """
 
 from __future__ import annotations
@@ -320,8 +322,8 @@ class Proxy:
             return Outcome.CANCELLED, "client went away"
         finally:
             resp.close()
-        if not relay.done:
-            return Outcome.BROKEN, "stream ended without [DONE]"
+        if not relay.complete():  # whole: [DONE], or a finish_reason or usage and a clean end
+            return Outcome.BROKEN, "stream ended without [DONE] or a finish_reason"
         return Outcome.OK, ""
 
     def _exhausted(self, ex: Exchange, last: Failure | None) -> Response:
