@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -265,10 +266,10 @@ class Proxy:
         ttft = time.perf_counter() - ex.started
         if tokens:
             self.core.progress(ex.plan.handle, tokens)
-        try:
-            await out.prepare(ex.request)
-            await out.write(first)
-        except CLIENT_GONE:
+        if not (
+            await self._to_client(out.prepare(ex.request))
+            and await self._to_client(out.write(first))
+        ):
             self.core.finished(ex.plan.handle, None, Outcome.CANCELLED)
             if ex.trace is not None:
                 ex.trace.answered(200, None, Outcome.CANCELLED, ttft)
@@ -278,24 +279,39 @@ class Proxy:
             outcome = _ended(relay)  # whatever happened after [DONE] cost the client nothing
         if relay.error is not None and outcome is not Outcome.CANCELLED:
             outcome = Outcome.SERVER_ERROR  # the upstream's error event was passed on as is
-        elif outcome is not Outcome.OK and outcome is not Outcome.CANCELLED:
-            try:
-                await out.write(error_event(f"upstream {target.name}: {why}", outcome.value))
-            except CLIENT_GONE:
-                outcome = Outcome.CANCELLED
+            why = ""
         usage = relay.usage() or Usage(0, relay.tokens)  # prompt tokens: the core's count
+        # accounting before the last writes: a client that reads nothing more must not keep
+        # the endpoint counted busy while they wait
         self.core.finished(ex.plan.handle, usage, outcome)
         self._answered(ex, target, 200, ttft, usage, outcome)
-        if outcome is not Outcome.CANCELLED:
-            await out.write_eof()
+        if outcome is Outcome.CANCELLED:
+            return out
+        if outcome is not Outcome.OK and why:
+            event = error_event(f"upstream {target.name}: {why}", outcome.value)
+            if not await self._to_client(out.write(event)):
+                return out  # not ended: the connection is cut, not closed cleanly
+        await self._to_client(out.write_eof())
         return out
+
+    async def _to_client(self, write: Coroutine[Any, Any, None]) -> bool:
+        """Await one write to the client within the client-write deadline; tell whether it
+        went out (a client gone or not reading for that long is not waited for)."""
+        try:
+            with Deadline(self.settings.client_limits.write_timeout_s, self.deadlines):
+                await write
+        except (CLIENT_GONE, TimeoutError):
+            return False
+        return True
 
     async def _relay(
         self, ex: Exchange, resp: UpstreamResponse, relay: SseRelay, out: StreamResponse
     ) -> tuple[Outcome, str]:
         """Forward the rest of the stream; return how it ended."""
         idle = self.settings.idle_timeout_s
+        write_s = self.settings.client_limits.write_timeout_s
         handle, progress = ex.plan.handle, self.core.progress
+        writing = False
         try:
             with Deadline(idle, self.deadlines) as deadline:
                 while True:
@@ -310,9 +326,16 @@ class Proxy:
                         usage = relay.usage() or Usage(0, relay.tokens)
                         self.core.finished(handle, usage, _ended(relay))
                     if data:
+                        # while the client's back-pressure holds the write, the time is the
+                        # client's (its write deadline), not the endpoint's idle time
+                        writing, deadline.idle_s = True, write_s
+                        deadline.touch()
                         await out.write(data)
+                        writing, deadline.idle_s = False, idle
                     deadline.touch()
         except TimeoutError:
+            if writing:
+                return Outcome.CANCELLED, f"the client read nothing for {write_s:g} s"
             return Outcome.STALLED, f"no data for {idle:g} s"
         except (BrokenStream, UpstreamError) as exc:
             endpoint = out.headers.get("x-trafficmgr-endpoint")
