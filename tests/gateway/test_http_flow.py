@@ -350,3 +350,18 @@ def test_the_limits_come_from_the_command_line_and_bad_ones_are_named() -> None:
     args = parse_args(["--fleet", "f.yaml", "--token", "t", "--max-pipelined", "0"])
     with pytest.raises(ValueError, match="--max-pipelined"):
         client_limits(vars(args))
+
+
+def test_the_gateway_answers_a_slow_head_in_openai_shape(fleet: Fleet) -> None:
+    core, _ = make_core(fleet)
+    settings = GatewaySettings(client_limits=ClientLimits(head_timeout_s=0.3))
+    with GatewayThread(core, settings) as gw:
+        host, port = gw.origin.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n")
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 ")
+    assert json.loads(body)["error"]["code"] == "request_timeout"

@@ -44,7 +44,13 @@ if TYPE_CHECKING:
     from trafficmgr.gateway.tracing import GatewayTracer, RequestTrace
 
 log = logging.getLogger("trafficmgr.gateway")
-WIRE_CODES = {400: "bad_request", 431: "headers_too_large", 500: "internal_error"}
+WIRE_CODES = {
+    400: "bad_request",
+    408: "request_timeout",  # a head or body too slow (the HTTP layer's deadlines)
+    431: "headers_too_large",
+    500: "internal_error",
+    503: "too_many_connections",  # past the per-worker or per-client connection cap
+}
 access_log = logging.getLogger("trafficmgr.gateway.access")
 # Request ids: 128 random bits from a generator seeded by the OS (again in a forked worker),
 # not one ``getrandom`` system call per request: an id must be unique, not secret.
