@@ -14,6 +14,7 @@ which a front runs off the request path (a thread), so a source may block on I/O
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,7 @@ from trafficmgr.routing.geo import Locator
 from trafficmgr.routing.types import ClientLocation, Fleet, Heartbeat, RoutingTable
 
 Locate = Callable[[str], ClientLocation]
+log = logging.getLogger("trafficmgr.requestpath")
 
 
 @runtime_checkable
@@ -110,8 +112,9 @@ class StaticSource:
         if self._locator is None and not self._locator_failed:
             try:
                 self._locator = Locator()
-            except (FileNotFoundError, OSError, ValueError):
-                self._locator_failed = True  # no database: every client is unlocated
+            except (OSError, ValueError) as exc:  # no database (or no geoip2): run without
+                self._locator_failed = True
+                log.warning("no GeoIP database (%s): every client is unlocated", exc)
         return self._locator.locate(ip) if self._locator is not None else ClientLocation()
 
     def authenticate(self, token: str) -> ClientIdentity | None:

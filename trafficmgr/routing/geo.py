@@ -88,8 +88,10 @@ class Locator:
     """Locate clients by IP address over a geoip2 City or Country database."""
 
     def __init__(self, path: str | None = None, cache_size: int = CACHE_SIZE) -> None:
-        import geoip2.database
-
+        try:
+            import geoip2.database
+        except ImportError as exc:  # optional: every caller already copes with no database
+            raise FileNotFoundError(f"geoip2 is not installed ({exc})") from None
         db_path = path or default_database_path()
         if db_path is None:
             raise FileNotFoundError("no GeoIP database given and maxminddb-geolite2 is missing")
