@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format install migrate bench clean
+.PHONY: demo test test-fast lint format install migrate bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ lint: install
 
 test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The edit-test loop: the engine, the request-path core, the DNS responder, the simulator and
+# the API units, without services, processes, browsers or long runs (under a minute).
+FAST_TESTS := tests/routing tests/requestpath tests/dns tests/sim tests/regions/api
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not (integration or e2e or browser or slow)" $(FAST_TESTS) $(PYTEST_ARGS)
 
 format: install
 	$(BIN)/ruff format .

@@ -37,6 +37,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
             _skipped.append(f"{item.nodeid}: {reason}")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tiers that follow from where a test lives: ``e2e`` and ``browser``."""
+    for item in items:
+        path = item.path.as_posix()
+        if "/tests/e2e/" in path:
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)
+        elif "/tests/dashboard/test_browser" in path:
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _skipped:
         terminalreporter.section("integration tests skipped (real service not available)")

@@ -133,6 +133,7 @@ def running_server(tmp_path: Path, *extra: str) -> Iterator[tuple[int, subproces
                 process.communicate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_server_process_answers_and_stops_on_sigterm(tmp_path: Path, workers: str) -> None:
     with running_server(tmp_path, "--workers", workers) as (port, process):
@@ -154,6 +155,7 @@ def test_bad_options_exit_with_a_message(tmp_path: Path) -> None:
     assert done.returncode == 2 and "missing.yaml" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_stop_that_hangs_is_cut_short(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -150,6 +150,7 @@ def send_queries(port: int, count: int) -> None:
     dns.query.tcp(query(NAME, "TXT", ecs=(GB, 32)), "127.0.0.1", port=port, timeout=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_the_server_process_serves_every_worker_s_counters(tmp_path: Path, workers: str) -> None:
     metrics_port = free_port()
@@ -173,6 +174,7 @@ def test_the_server_process_serves_every_worker_s_counters(tmp_path: Path, worke
         assert total(found, "trafficmgr_dns_table_source", worker=n, source="static") == 1
 
 
+@pytest.mark.slow
 def test_manage_py_dnsserver_takes_the_metrics_option(tmp_path: Path) -> None:
     port, metrics_port = free_port(), free_port()
     env = {**os.environ, "SECRET_KEY": "test", "TRAFFICMGR_VAR_DIR": str(tmp_path)}
@@ -196,6 +198,7 @@ def test_manage_py_dnsserver_takes_the_metrics_option(tmp_path: Path) -> None:
         process.communicate(timeout=20)
 
 
+@pytest.mark.slow
 def test_a_taken_metrics_port_stops_the_server_with_a_message(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

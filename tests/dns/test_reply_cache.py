@@ -10,6 +10,7 @@ import struct
 from collections.abc import Callable
 
 import dns.rcode
+import pytest
 
 from tests.dns.world import (
     EU_V4,
@@ -80,6 +81,7 @@ def test_each_ecs_query_gets_its_own_address_and_the_scope_rendered(make_server:
     assert cached.metrics["reply_cache_entries"] == 2
 
 
+@pytest.mark.slow
 def test_weighted_answers_stay_weighted_and_stable_per_prefix(make_server: Make) -> None:
     table = everywhere(SPLIT, version="split")
     cached, fresh = make_server(table=table), make_server(table=table)

@@ -169,6 +169,7 @@ def _mix() -> list[tuple[bytes, str]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache_size", [50_000, 8])  # 8: replies and bases forgotten too
 def test_after_any_swap_every_reply_is_the_new_tables(make_server: Make, cache_size: int) -> None:
     rng = random.Random(42)
@@ -191,6 +192,7 @@ def test_after_any_swap_every_reply_is_the_new_tables(make_server: Make, cache_s
     assert metrics["cache_carried"] > 0 and metrics["cache_changed"] > 0  # both ways taken
 
 
+@pytest.mark.slow
 def test_swaps_keep_the_caches_bounded(make_server: Make) -> None:
     server = make_server(quiet_config(cache_size=64))
     for n in range(60):
@@ -215,6 +217,7 @@ def test_the_garbage_collector_need_not_walk_the_reply_cache(make_server: Make) 
     assert not any(gc.is_tracked(entry) for entry in entries)  # bytes and numbers only
 
 
+@pytest.mark.slow
 def test_replies_kept_across_swaps_keep_no_old_table_alive(make_server: Make) -> None:
     server = make_server(quiet_config(cache_size=10_000))
     gc.collect()

@@ -43,6 +43,7 @@ def _build() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_compiled_modules_are_the_ones_the_build_lists() -> None:
     built = _build()
     listed = subprocess.run(
@@ -57,6 +58,7 @@ def test_the_compiled_modules_are_the_ones_the_build_lists() -> None:
         assert list(stem.parent.glob(stem.name + ".cpython-*.so")), module
 
 
+@pytest.mark.slow
 def test_the_engine_core_simulator_and_gateway_tests_pass_against_the_compiled_build() -> None:
     built = _build()
     program = (

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
@@ -61,6 +63,7 @@ def versions(seed: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_a_shift_limited_table_is_the_same_under_any_hash_seed() -> None:
     first, second = versions("0"), versions("123")
     assert len(first) == 7

@@ -40,6 +40,7 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     return fleet, trace
 
 
+@pytest.mark.slow
 def test_json_has_exactly_the_contract_keys(files: tuple[Path, Path], tmp_path: Path) -> None:
     fleet, trace = files
     out_json, out_png = tmp_path / "out.json", tmp_path / "out.png"
@@ -135,6 +136,7 @@ def test_bad_trace_and_fleet_name_the_place(files: tuple[Path, Path], tmp_path: 
     assert "regions[0].endpoints[1].gpu" in stderr.getvalue()
 
 
+@pytest.mark.slow
 def test_module_entry_point_writes_json_to_stdout(files: tuple[Path, Path]) -> None:
     fleet, trace = files
     proc = subprocess.run(
@@ -160,6 +162,7 @@ def test_module_entry_point_writes_json_to_stdout(files: tuple[Path, Path]) -> N
     assert json.loads(proc.stdout)["policies"]["ai_aware"]["requests"] == 400
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal(files: tuple[Path, Path], tmp_path: Path) -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:

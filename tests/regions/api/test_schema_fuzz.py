@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 schemathesis = pytest.importorskip("schemathesis")
+pytestmark = pytest.mark.slow
 
 API_PATHS = r"^/api/v1/"
 # Revoking a token (DELETE, or POST .../revoke/) may revoke the one the run uses.
