@@ -454,6 +454,11 @@ class UpstreamPool:
         self._idle.setdefault(conn.address, []).append(conn)
         self._idle_count += 1
 
+    @property
+    def idle_connections(self) -> int:
+        """Return how many connections wait in the pool."""
+        return self._idle_count
+
     def forget(self, conn: Connection) -> None:
         """Drop a pooled connection that closed while idle."""
         if conn.pooled:
