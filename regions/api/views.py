@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -321,6 +321,21 @@ def _token_attr(token: ApiToken | AgentToken, name: str) -> str:
     return "true" if token.active else "false"
 
 
+def _lock_active_admins() -> list[int]:
+    """Lock every active admin token, in one order, and return their keys: of two revokes
+    racing for the last two, the second reads the first's once it commits, and refuses.
+
+    SQLite has no row locks and ignores ``select_for_update``; there a write as the
+    transaction's first statement takes the database's write lock (waiting while another
+    writer holds it), whatever the connection's transaction mode. Read first, a transaction
+    would hold a snapshot the other's commit makes stale, and fail "database is locked".
+    """
+    active = ApiToken.objects.filter(role=Role.ADMIN, revoked_at__isnull=True)
+    if connection.vendor == "sqlite":
+        active.update(revoked_at=None)  # changes nothing; takes the lock
+    return list(active.select_for_update().order_by("pk").values_list("pk", flat=True))
+
+
 def _revoke(token: ApiToken | AgentToken, in_use: Any) -> ApiToken | AgentToken:
     """Set revoked_at once (a second revoke keeps the first instant), unless ``token`` is the
     one the request uses (``in_use``) or the last active admin token: 409 naming which."""
@@ -334,12 +349,7 @@ def _revoke(token: ApiToken | AgentToken, in_use: Any) -> ApiToken | AgentToken:
         )
     with transaction.atomic():
         if isinstance(token, ApiToken) and token.role == Role.ADMIN:
-            # Every active admin token locked, in one order: of two revokes racing for the
-            # last two, the second sees the first's and refuses.
-            active = ApiToken.objects.select_for_update().filter(
-                role=Role.ADMIN, revoked_at__isnull=True
-            )
-            admins = list(active.order_by("pk").values_list("pk", flat=True))
+            admins = _lock_active_admins()
             if token.pk not in admins:  # revoked meanwhile: keep that instant
                 token.refresh_from_db()
                 return token
