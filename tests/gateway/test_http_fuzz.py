@@ -256,3 +256,11 @@ def test_a_real_socket_serves_what_h11_reads(
             assert chunk, f"closed after {got!r}"
             got += chunk
     assert seen == expected
+
+
+def test_a_request_line_without_a_version_is_refused(loop: asyncio.AbstractEventLoop) -> None:
+    # found by the fuzzing above: llhttp reads "GET /x" as HTTP/0.9 and goes on to headers
+    data = b"GET /x\r\nHost: gw\r\n\r\n"
+    served, refused = loop.run_until_complete(serve_pieces([data]))
+    assert (served, refused) == ([], True)
+    assert oracle(data) == ([], True)

@@ -410,9 +410,12 @@ class HttpProtocol:
 
     def on_headers_complete(self) -> None:
         parser = self._parser
+        version = parser.get_http_version()
+        if version != "1.1" and version != "1.0":  # llhttp takes a line without one as 0.9
+            raise ValueError(f"HTTP version {version} is not served")
         request = Request(self, parser.get_method().decode("latin-1"), self._url, self._headers)
         request.keep_alive = parser.should_keep_alive()
-        request.http_10 = parser.get_http_version() == "1.0"
+        request.http_10 = version == "1.0"
         self._body_since = self._head_since
         self._head_since = 0.0
         self._body_base = 0
