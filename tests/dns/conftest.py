@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from trafficmgr.dns.config import ServerConfig
 from trafficmgr.dns.server import DnsServer
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.routing.geo import Locator
-from trafficmgr.routing.types import Fleet
+from trafficmgr.routing.types import Fleet, UnlocatedClients
 
 
 @pytest.fixture(autouse=True)
@@ -22,6 +23,14 @@ def _isolated_var_dir() -> None:
 
 @pytest.fixture(scope="session")
 def fleet() -> Fleet:
+    """The demo fleet, with unlocated clients unrestricted: most queries here come from loopback
+    without ECS, which cannot be located (the shipped file denies them: NODATA, tested apart)."""
+    return replace(load_fleet_file(str(FLEET_FILE)), unlocated=UnlocatedClients())
+
+
+@pytest.fixture(scope="session")
+def denying_fleet() -> Fleet:
+    """The demo fleet as shipped: clients that cannot be located are denied."""
     return load_fleet_file(str(FLEET_FILE))
 
 

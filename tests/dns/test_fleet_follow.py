@@ -95,7 +95,10 @@ def test_follower_serves_changes_and_keeps_the_fleet_when_the_source_fails(
     assert addresses(ask(server, query(NAME, "A", ecs=(GB, 32)))) <= {"192.0.2.99", "192.0.2.20"}
 
 
-def test_fleet_file_is_read_again_only_when_it_changes(tmp_path: Path, fleet: Fleet) -> None:
+def test_fleet_file_is_read_again_only_when_it_changes(
+    tmp_path: Path, denying_fleet: Fleet
+) -> None:
+    fleet = denying_fleet  # the file as shipped
     path = tmp_path / "fleet.yaml"
     shutil.copy(FLEET_FILE, path)
     source = FleetFile(str(path))
