@@ -1,0 +1,290 @@
+"""The gateway, and the EPP through Envoy, in front of a server the project did not write.
+
+Hugging Face ``transformers serve`` (continuous batching, on CPU) serves a tiny model built
+offline (``tiny_model.py``); the real ``openai`` client asks through each front, streaming
+(with and without ``stream_options.include_usage``) and not, and gets what it gets from the
+server directly. The server ends a stream after its last chunk (``finish_reason`` and usage)
+with no ``data: [DONE]`` line: such a stream is whole, so no error event is appended, the
+request counts as answered (its output length learned) and the endpoint is never counted
+broken or ejected. Without ``var/transformers-venv`` (``bench/transformers_env.sh``) the tests
+skip with the reason (a failure under ``TRAFFICMGR_REQUIRE_SERVICES=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.epp.harness import EnvoyProcess, LoopThread, envoy_binary, fleet_yaml, free_port
+from tests.gateway.transformers_server import (
+    MODEL,
+    TransformersServer,
+    tiny_model,
+    transformers_venv,
+)
+from tests.gateway.world import TOKEN, GatewayThread, ledger_drained, make_core
+from trafficmgr.epp.envoy_config import EnvoyOptions, render
+from trafficmgr.epp.exchange import ExchangeSettings
+from trafficmgr.epp.server import start_server
+from trafficmgr.fleetfile import load_fleet_text
+from trafficmgr.gateway import GatewaySettings
+from trafficmgr.requestpath import RequestPath
+from trafficmgr.requestpath.types import Outcome, Usage
+
+pytestmark = pytest.mark.integration
+
+ENDPOINT = "tf-1"
+REGION = "eu-west"
+MAX_TOKENS = 6
+MESSAGES = [{"role": "user", "content": "hello world"}]
+PROMPT = "one two three"
+# (API, stream, stream_options.include_usage)
+CASES = [
+    (api, stream, usage)
+    for api in ("chat", "completions")
+    for stream, usage in ((False, False), (True, False), (True, True))
+]
+STREAMS = [case for case in CASES if case[1]]
+MODES = ("buffered", "streamed", "full_duplex")
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    finish_reason: str | None
+    completion_tokens: int | None
+
+
+def body(api: str, stream: bool, include_usage: bool) -> dict[str, Any]:
+    asked: dict[str, Any] = {"model": MODEL, "max_tokens": MAX_TOKENS, "stream": stream}
+    asked.update({"messages": MESSAGES} if api == "chat" else {"prompt": PROMPT})
+    if include_usage:
+        asked["stream_options"] = {"include_usage": True}
+    return asked
+
+
+def ask(base_url: str, api: str, stream: bool, include_usage: bool) -> Answer:
+    """Ask with the real ``openai`` client; an error event in a stream raises."""
+    client = openai.OpenAI(base_url=base_url, api_key=TOKEN, max_retries=0, timeout=60)
+    create: Any = client.chat.completions.create if api == "chat" else client.completions.create
+    result = create(**body(api, stream, include_usage))
+    chunks = list(result) if stream else [result]
+    parts, finish, used = [], None, None
+    for chunk in chunks:
+        for choice in chunk.choices:
+            if api == "chat":
+                parts.append((choice.message if not stream else choice.delta).content or "")
+            else:
+                parts.append(choice.text or "")
+            finish = choice.finish_reason or finish
+        if chunk.usage is not None:
+            used = chunk.usage.completion_tokens
+    return Answer("".join(parts), finish, used)
+
+
+def raw_events(base_url: str, api: str, include_usage: bool) -> list[dict[str, Any]]:
+    """Stream without a client library; return the events, asserting each is a JSON object."""
+    path = "chat/completions" if api == "chat" else "completions"
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    asked = json.dumps(body(api, True, include_usage)).encode()
+    request = urllib.request.Request(f"{base_url}/{path}", asked, headers, method="POST")
+    with urllib.request.urlopen(request, timeout=60) as answer:  # raises on a non-2xx
+        raw = answer.read()
+    lines = [line for line in raw.split(b"\n") if line.startswith(b"data:")]
+    assert b"data: [DONE]" not in lines  # what this server sends: no end marker
+    return [json.loads(line.removeprefix(b"data:")) for line in lines]
+
+
+def check_stream_whole(events: list[dict[str, Any]], reference: list[dict[str, Any]]) -> None:
+    """The stream has the server's events, none appended, and ends on a ``finish_reason``."""
+    assert not [e for e in events if "error" in e], events[-1]
+    assert len(events) == len(reference)
+    assert events[-1]["choices"][0]["finish_reason"] in {"length", "stop"}
+
+
+class Outcomes:
+    """What the front reported to the real core when each request finished.
+
+    Only a request's first report counts (the core ignores later ones: a front may report
+    again once the client has closed its connection).
+    """
+
+    def __init__(self, core: RequestPath) -> None:
+        self.fresh: list[tuple[Outcome, Usage | None]] = []
+        self._reported: dict[int, object] = {}  # id -> handle, kept alive so ids stay unique
+        real = core.finished
+
+        def finished(handle: object, usage: Usage | None, outcome: Outcome) -> None:
+            if id(handle) not in self._reported:
+                self._reported[id(handle)] = handle
+                self.fresh.append((outcome, usage))
+            real(handle, usage, outcome)
+
+        core.finished = finished  # type: ignore[method-assign]
+
+    def take(self) -> list[tuple[Outcome, Usage | None]]:
+        taken, self.fresh = self.fresh, []
+        return taken
+
+
+def check_accounting(core: RequestPath, outcomes: Outcomes, count: int) -> None:
+    """Every request answered OK with its output counted; nothing ejected, nothing in flight."""
+    taken = outcomes.take()
+    assert [o for o, _ in taken] == [Outcome.OK] * count
+    assert all(u is not None and u.completion_tokens > 0 for _, u in taken), taken
+    assert core.outlier.ejected_names() == []
+    assert core.outlier.ejections_total == 0
+    assert not any(core.in_flight().values())
+
+
+# --- the server ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TransformersServer]:
+    venv, why = transformers_venv()
+    if venv is None:
+        pytest.skip(why)
+    models = tiny_model(venv)
+    with TransformersServer(venv, models, tmp_path_factory.mktemp("transformers")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def reference(server: TransformersServer) -> dict[tuple[str, bool, bool], Answer]:
+    """The server's own answers (greedy decoding: the same every time)."""
+    return {case: ask(server.base_url, *case) for case in CASES}
+
+
+@pytest.fixture(scope="module")
+def reference_events(server: TransformersServer) -> dict[tuple[str, bool], list[dict[str, Any]]]:
+    return {(api, usage): raw_events(server.base_url, api, usage) for api, _, usage in STREAMS}
+
+
+def fleet_text(server: TransformersServer) -> str:
+    return fleet_yaml({REGION: [(ENDPOINT, server.address, [MODEL])]})
+
+
+def test_server_answers_and_ends_streams_without_done(
+    server: TransformersServer, reference: dict[tuple[str, bool, bool], Answer]
+) -> None:
+    assert server.models() == [MODEL]
+    for answer in reference.values():
+        assert answer.text and answer.finish_reason in {"length", "stop"}
+        assert answer.completion_tokens is not None and 0 < answer.completion_tokens <= MAX_TOKENS
+
+
+# --- the gateway --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gateway(server: TransformersServer) -> Iterator[tuple[GatewayThread, Outcomes]]:
+    core, _ = make_core(load_fleet_text(fleet_text(server)), region=REGION)
+    outcomes = Outcomes(core)
+    # a loaded machine may take a while over a first token on CPU: that is not a fault here
+    settings = GatewaySettings(trusted_proxies=(), first_byte_timeout_s=30)
+    with GatewayThread(core, settings) as gw:
+        yield gw, outcomes
+
+
+def test_gateway_lists_the_servers_model(
+    server: TransformersServer, gateway: tuple[GatewayThread, Outcomes]
+) -> None:
+    gw, _ = gateway
+    client = openai.OpenAI(base_url=gw.base_url, api_key=TOKEN, max_retries=0)
+    assert [m.id for m in client.models.list()] == server.models()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_gateway_passes_whole_answers(
+    case: tuple[str, bool, bool],
+    gateway: tuple[GatewayThread, Outcomes],
+    reference: dict[tuple[str, bool, bool], Answer],
+) -> None:
+    gw, outcomes = gateway
+    outcomes.take()  # what an earlier test left
+    assert ask(gw.base_url, *case) == reference[case]
+    assert ledger_drained(gw.core) == 0
+    check_accounting(gw.core, outcomes, 1)
+
+
+def test_gateway_streams_end_cleanly_and_keep_the_endpoint(
+    gateway: tuple[GatewayThread, Outcomes],
+    reference_events: dict[tuple[str, bool], list[dict[str, Any]]],
+) -> None:
+    gw, outcomes = gateway
+    outcomes.take()
+    rounds = 3  # 12 streams: more than the failures in a row that eject an endpoint
+    for _ in range(rounds):
+        for api, _, usage in STREAMS:
+            check_stream_whole(raw_events(gw.base_url, api, usage), reference_events[api, usage])
+    assert ledger_drained(gw.core) == 0
+    check_accounting(gw.core, outcomes, rounds * len(STREAMS))
+
+
+# --- Envoy and the EPP --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=MODES)
+def envoy(
+    request: pytest.FixtureRequest,
+    server: TransformersServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, RequestPath, Outcomes]]:
+    binary, why = envoy_binary()
+    if binary is None:
+        pytest.skip(why)
+    workdir: Path = tmp_path_factory.mktemp("envoy")
+    fleet = load_fleet_text(fleet_text(server))
+    core, _ = make_core(fleet, region=REGION)
+    core.maintain()
+    outcomes = Outcomes(core)
+    loop = LoopThread()
+    epp_address = f"127.0.0.1:{free_port()}"
+    settings = ExchangeSettings(full_duplex=request.param == "full_duplex")
+    epp = loop.run(start_server(core, epp_address, settings))
+    listen, admin = free_port(), free_port()
+    options = EnvoyOptions(
+        listen=f"127.0.0.1:{listen}",
+        epp=epp_address,
+        admin=f"127.0.0.1:{admin}",
+        body_mode=request.param,
+    )
+    config = workdir / "envoy.yaml"
+    config.write_text(render(fleet, options))
+    proxy = EnvoyProcess(binary, config, admin, workdir / "envoy.log")
+    try:
+        proxy.wait_ready()
+        yield f"http://127.0.0.1:{listen}/v1", core, outcomes
+    finally:
+        proxy.stop()
+        loop.run(epp.stop(0))
+        loop.stop()
+
+
+def idle(core: RequestPath, timeout_s: float = 5.0) -> bool:
+    """Wait for the EPP to close every request (Envoy reports a stream's end just after)."""
+    return ledger_drained(core, timeout_s) == 0
+
+
+def test_envoy_and_epp_pass_whole_answers_and_keep_the_endpoint(
+    envoy: tuple[str, RequestPath, Outcomes],
+    reference: dict[tuple[str, bool, bool], Answer],
+    reference_events: dict[tuple[str, bool], list[dict[str, Any]]],
+) -> None:
+    base_url, core, outcomes = envoy
+    outcomes.take()
+    for case in CASES:
+        assert ask(base_url, *case) == reference[case], case
+    for _ in range(2):
+        for api, _, usage in STREAMS:
+            check_stream_whole(raw_events(base_url, api, usage), reference_events[api, usage])
+    assert idle(core)
+    check_accounting(core, outcomes, len(CASES) + 2 * len(STREAMS))
