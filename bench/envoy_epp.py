@@ -109,6 +109,7 @@ def envoy_epp(
         config.write_text(render(fleet, options))
         epp_cmd = [sys.executable, "-m", "trafficmgr.epp", "--fleet", str(fleet_file),
                    "--listen", options.epp, "--token", procs.TOKEN,
+                   "--envoy-bootstrap", str(config),
                    *(a for p in trusted_proxies for a in ("--trusted-proxy", p))]  # fmt: skip
         envoy_cmd = [binary, "-c", str(config), "--concurrency", str(workers),
                      "--log-level", "error", "--base-id", str(admin),
