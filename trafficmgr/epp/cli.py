@@ -23,6 +23,7 @@ from trafficmgr.requestpath.core import RequestPath
 from trafficmgr.requestpath.reading import networks
 from trafficmgr.requestpath.source import StaticSource
 from trafficmgr.requestpath.types import ClientIdentity
+from trafficmgr.routing.residency import untrusted_proxy_warning
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +85,15 @@ def _envoy_endpoints(path: str | None) -> frozenset[tuple[str, str]] | None:
         raise ValueError(f"--envoy-bootstrap: {exc}") from None
 
 
+def warn_unlocatable(core: RequestPath, settings: ExchangeSettings) -> None:
+    """Log a warning when no proxy is trusted and the fleet has residency rules."""
+    if settings.trusted_proxies:
+        return
+    warning = untrusted_proxy_warning(core.snapshot().fleet)
+    if warning is not None:
+        logging.getLogger("trafficmgr.epp").warning("endpoint picker: %s", warning)
+
+
 def tls_from_args(args: argparse.Namespace) -> ServerTls | None:
     """The mTLS material named by ``--tls-cert``, ``--tls-key``, ``--tls-client-ca``, if any."""
     named = (args.tls_cert, args.tls_key, args.tls_client_ca)
@@ -137,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     core = RequestPath(source, RequestPathConfig(region=args.region))
+    warn_unlocatable(core, settings)
     asyncio.run(_run(core, args.listen, settings, tls))
     return 0
 

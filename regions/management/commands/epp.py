@@ -14,7 +14,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from regions.decisions.source import DjangoControlPlane
-from trafficmgr.epp.cli import add_arguments, settings_from_args, tls_from_args
+from trafficmgr.epp.cli import (
+    add_arguments,
+    settings_from_args,
+    tls_from_args,
+    warn_unlocatable,
+)
 from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath import RequestPath, RequestPathConfig
 
@@ -32,6 +37,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         core = RequestPath(DjangoControlPlane(), RequestPathConfig(region=options["region"]))
+        warn_unlocatable(core, settings)
         asyncio.run(self._run(core, options["listen"], settings, tls))
 
     async def _run(
