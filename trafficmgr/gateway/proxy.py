@@ -174,7 +174,9 @@ class Proxy:
         except (UpstreamError, BrokenStream) as exc:
             _close(resp)
             outcome = Outcome.SERVER_ERROR if isinstance(exc, ErrorEvent) else Outcome.BROKEN
-            return Failure(outcome, f"{target.name}: {_kind(exc)}", detail=str(exc))
+            kind, detail = _kind(exc), str(exc)
+            detail = "" if detail == kind else detail  # logged when it says more than the kind
+            return Failure(outcome, f"{target.name}: {kind}", detail=detail)
         except BaseException:
             _close(resp)  # the client went away: abort the generation upstream
             raise
