@@ -14,7 +14,10 @@ connection, sends garbage or ends with neither ``[DONE]`` nor a ``finish_reason`
 ending cleanly after one is whole: ``transformers serve`` sends no ``[DONE]``) gets its
 stream closed with a clean SSE error event. A client that goes away cancels the handler
 (``http``: its connection was lost): the upstream response is closed, which makes the server
-abort the generation.
+abort the generation. Time a write waits on a client that does not read is the client's
+(``client_limits.write_timeout_s``, then the request is cancelled), never the endpoint's idle
+time; the accounting closes before the last writes, each of which that deadline bounds.
+Clients get the kind of an upstream failure, never the upstream's own text (that is logged).
 """
 
 from __future__ import annotations
