@@ -82,37 +82,31 @@ def completion_reports(fleet: Any, items: int, count: int = 64) -> list[bytes]:
 
 
 def learning_cost(fleet: Any, bodies: list[bytes]) -> None:
-    """Time, in this process, a first look at the busiest region and a rebuild after a report."""
+    """Time, in this process, a first read of the control plane (replaying every region's
+    reported completions) and a read after a report."""
     from regions import hotstate
     from regions.decisions import completions
     from regions.decisions import route as decisions
     from regions.fleet import snapshot
+    from trafficmgr.requestpath.learning import STREAM_PER_READ, STREAM_REPLAY
 
     view = snapshot.current()
     store = hotstate.get()
-    region = max(
-        fleet.regions,
-        key=lambda r: len(store.completions(r.name, None, decisions.COMPLETIONS_REPLAY)),
-    )
-    stream = len(store.completions(region.name, None, 10**6))
+    stream = sum(len(store.completions(r.name, None, 10**6)) for r in fleet.regions)
     decisions.forget()
-    now = time.time()
+    core = decisions.core()
     t = time.perf_counter()
-    loads = decisions.region_loads(view, view.static_table(now), region, now)
+    core.maintain()
     first = time.perf_counter() - t
-    before = loads.completions_at
     for body in bodies[:4]:
         completions.report(body, view)
-    fresh = len(store.completions(region.name, before, 10**6))
-    loads.built = 0.0  # stale: the next look rebuilds
     t = time.perf_counter()
-    decisions.region_loads(view, view.static_table(now), region, now)
+    core.maintain()
     again = time.perf_counter() - t
     print(
-        f"learning ({region.name}, stream of {stream}): first look, replaying "
-        f"{min(stream, decisions.COMPLETIONS_REPLAY)}, {first * 1000:.1f} ms; a rebuild reading "
-        f"{min(fresh, decisions.COMPLETIONS_PER_READ)} new {again * 1000:.1f} ms "
-        "(heartbeats and candidates included)"
+        f"learning (streams of {stream} in all): first read, replaying up to {STREAM_REPLAY} "
+        f"per region, {first * 1000:.1f} ms; a read taking up to {STREAM_PER_READ} new per "
+        f"region {again * 1000:.1f} ms (heartbeats and candidates included)"
     )
 
 

@@ -18,7 +18,7 @@ taken is answered 202 ``{"accepted": N}``.
 
 Every web process keeps its own pickers and a report reaches one of them, so accepted
 completions go to the hot state, one bounded stream per region (``hotstate``), which every
-process reads when it rebuilds a region's candidates (``decisions.region_loads``).
+process's ``/route`` core reads when it reads the control plane again (``RequestPath.maintain``).
 """
 
 from __future__ import annotations

@@ -18,20 +18,33 @@ Redis here is fine; ``authenticate`` is called once per token the core has not c
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from django.db import close_old_connections
 
-from regions import hotstate
+from regions import conf, hotstate
 from regions.access.auth import resolve_token, well_formed
 from regions.access.tokens import API_PREFIX
-from regions.decisions.route import locate_ip
 from regions.fleet import snapshot
 from regions.models import ApiToken, Role
 from trafficmgr.contracts import Completion, StreamEntry
 from trafficmgr.requestpath import ClientIdentity
+from trafficmgr.routing.geo import Locator
 from trafficmgr.routing.types import ClientLocation, Fleet, Heartbeat, RoutingTable
+
+_locator: Locator | None = None
+_locator_lock = threading.Lock()
+
+
+def locate_ip(ip: str) -> ClientLocation:
+    """Locate a client address with the GeoIP database (opened once per process)."""
+    global _locator
+    with _locator_lock:
+        if _locator is None:
+            _locator = Locator(conf.geoip_db())
+        return _locator.locate(ip)
 
 
 class DjangoControlPlane:

@@ -194,7 +194,9 @@ class RequestPath:
         parsed = parse_info(info, self.config.default_strategy, snap.models)
         if isinstance(parsed, Refusal):
             return parsed
-        client = self._locate(info.client_ip) if info.client_ip else None
+        client = info.location
+        if client is None and info.client_ip:
+            client = self._locate(info.client_ip)
         with self._lock:
             result = self._router.route(snap, info, parsed, client, self._clock())
         if isinstance(result, Refusal):
@@ -212,6 +214,12 @@ class RequestPath:
             time.perf_counter() - start,
             result.queued_s,
         )
+
+    def ramping_since(self, endpoint: str, since: float) -> None:
+        """Start ``endpoint``'s slow start at ``since`` (this core's clock): when the control
+        loop recorded its return, for a core that did not see it go (a new process)."""
+        with self._lock:
+            self.outlier.joined(endpoint, since)
 
     def warm(self) -> None:
         """Do the source's one-time set-up now rather than on a first request (blocking I/O:

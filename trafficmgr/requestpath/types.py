@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from trafficmgr.routing.types import ClientLocation
 from trafficmgr.routing.values import value
 
 
@@ -32,6 +33,7 @@ class RequestInfo:
     ``prompt`` is the prompt's text under the token rule (``trafficmgr.routing.prompt``);
     ``input_tokens`` and ``prefix_hashes``, when given, are used instead of deriving them.
     ``subset``, when given, limits the endpoints (names or ``host:port``) to those listed.
+    ``location``, when given, is the client's location, used instead of locating ``client_ip``.
     """
 
     model: str
@@ -46,6 +48,7 @@ class RequestInfo:
     max_output_tokens: int = 0  # 0: not given
     request_id: str | None = None
     subset: frozenset[str] | None = None
+    location: ClientLocation | None = None  # already located (``/route``'s client_country)
 
 
 @value

@@ -1,7 +1,8 @@
 """Reported completions reach every web process's pickers, each entry once, and show in /route.
 
-Two processes are two sets of module caches (``decisions._loads``) over one hot state: the
-in-process store, or with ``REDIS_URL`` two Redis clients on one prefix.
+Two processes are two ``/route`` cores (``decisions._router``: the shared request-path core
+and its learner) over one hot state: the in-process store, or with ``REDIS_URL`` two Redis
+clients on one prefix.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ MODEL = "llama-3-8b"
 
 
 class Process:
-    """One web process: its own region pickers and its own hot-state client."""
+    """One web process: its own ``/route`` core and its own hot-state client."""
 
     def __init__(self, store: Any) -> None:
         from regions.decisions import route as decisions
 
         self.store = store
-        self.loads: dict[str, Any] = {}
-        self.learning = decisions._new_learning()
+        self.router = decisions._Router()
 
     @contextmanager
     def running(self, monkeypatch: Any) -> Iterator[None]:
@@ -38,23 +38,17 @@ class Process:
         from regions.decisions import route as decisions
 
         with monkeypatch.context() as m:
-            m.setattr(decisions, "_loads", self.loads)
-            m.setattr(decisions, "_learning", self.learning)
+            m.setattr(decisions, "_router", self.router)
             hotstate.use(self.store)
             try:
                 yield
             finally:
                 hotstate.use(None)
 
-    def learned(self, region: str = "eu-west", model: str = MODEL) -> int:
-        """Rebuild the region's candidates (as a decision would); return the observations."""
-        from regions.decisions import route as decisions
-        from regions.fleet import snapshot
-
-        view = snapshot.current()
-        now = time.time()
-        loads = decisions.region_loads(view, view.static_table(now), view.fleet.region(region), now)
-        return int(loads.estimator.count(model))
+    def learned(self, model: str = MODEL) -> int:
+        """Read the control plane again (as a decision would); return the observations."""
+        self.router.core.maintain()
+        return int(self.router.core.learner.estimator.count(model))
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
@@ -65,6 +59,7 @@ def processes(
     from regions.decisions import route as decisions
 
     monkeypatch.setattr(decisions, "LOADS_TTL_S", 0.0)
+    decisions.forget()
     if request.param == "memory":
         from regions.hotstate import MemoryHotState
 
@@ -113,17 +108,17 @@ def test_a_completion_reported_to_one_process_is_learned_by_another(
         assert b.learned() == 35
     with a.running(monkeypatch):
         assert a.learned() == 35
-        # us-east reads its own (empty) stream, but learns into the process's one estimator
-        assert a.learned("us-east") == 35
+        # every region's stream is read, into the process's one estimator
+        assert a.learned() == 35
 
 
 def test_a_first_look_replays_a_bounded_tail_then_reads_in_bounded_steps(
     processes: tuple[Process, Process], viewer_client: Any, monkeypatch: Any
 ) -> None:
-    from regions.decisions import route as decisions
+    from trafficmgr.requestpath import learning
 
-    monkeypatch.setattr(decisions, "COMPLETIONS_REPLAY", 10)
-    monkeypatch.setattr(decisions, "COMPLETIONS_PER_READ", 4)
+    monkeypatch.setattr(learning, "STREAM_REPLAY", 10)
+    monkeypatch.setattr(learning, "STREAM_PER_READ", 4)
     a, b = processes
     with a.running(monkeypatch):
         report(viewer_client, 25)
@@ -142,10 +137,10 @@ def test_a_new_fleet_view_keeps_what_the_picker_learned(
     with a.running(monkeypatch):
         report(viewer_client, 7)
         assert a.learned() == 7
-        picker = a.loads["eu-west"].picker
+        learner = a.router.core.learner
         snapshot.forget()  # the next look reads a new fleet view
         assert a.learned() == 7
-        assert a.loads["eu-west"].picker is picker
+        assert a.router.core.learner is learner
 
 
 def test_overlapping_reads_feed_each_entry_once(loop_world: Any, fresh_hot_state: Any) -> None:
@@ -169,14 +164,14 @@ def test_overlapping_reads_feed_each_entry_once(loop_world: Any, fresh_hot_state
     )
     completions.report(body.encode())
     entries = fresh_hot_state.completions("us-east", None, 100)
-    view = snapshot.current()
-    loads = decisions.region_loads(view, view.static_table(0.0), view.fleet.region("us-east"), 0.0)
-    assert loads.estimator.count(MODEL) == 20
-    with loads.lock:  # two rebuilds that read the stream before either fed it
-        decisions.learn_completions(loads, entries[:15])
-        decisions.learn_completions(loads, entries[5:])
-    assert loads.estimator.count(MODEL) == 20
-    assert loads.completions_at == entries[-1][0]
+    core = decisions._current().fresh(snapshot.current())
+    learner = core.learner
+    assert learner.estimator.count(MODEL) == 20
+    # two reads of the stream that both happened before either was fed
+    learner.learn_stream("us-east", entries[:15])
+    learner.learn_stream("us-east", entries[5:])
+    assert learner.estimator.count(MODEL) == 20
+    assert learner.stream_after("us-east")[0] == entries[-1][0]
 
 
 def test_a_failed_read_skips_learning_not_the_decision(
@@ -189,7 +184,7 @@ def test_a_failed_read_skips_learning_not_the_decision(
 
     monkeypatch.setattr(fresh_hot_state, "completions", broken)
     assert route(viewer_client).status_code == 200
-    assert decisions._loads["us-east"].completions_at is None  # replayed at the next look
+    assert decisions.core().learner.stream_after("us-east")[0] is None  # replayed next time
 
 
 @pytest.fixture
@@ -199,6 +194,7 @@ def live(feed: Any, monkeypatch: Any) -> float:
     from regions.loop.control import run_tick
 
     monkeypatch.setattr(decisions, "LOADS_TTL_S", 0.0)
+    decisions.forget()
     now = time.time()
     feed(now)
     assert run_tick(now).ran
@@ -245,13 +241,11 @@ def test_route_shows_the_output_length_learned_for_a_prefix(
 def test_the_picker_is_told_each_completion_with_its_latency_in_seconds(
     processes: tuple[Process, Process], viewer_client: Any, monkeypatch: Any
 ) -> None:
-    from regions.decisions import route as decisions
-
     a, _ = processes
     with a.running(monkeypatch):
         a.learned()
         calls: list[tuple[Any, ...]] = []
-        picker = decisions._loads["eu-west"].picker
+        picker = a.router.core.learner._teacher  # what every picker of the process learns from
         monkeypatch.setattr(picker, "observe", lambda *args, **kw: calls.append((args, kw)))
         report(viewer_client, 1, latency_ms=2310.5, prefix_hashes=[11, 12], output_tokens=212)
         a.learned()
@@ -272,9 +266,9 @@ def test_what_one_region_learns_every_region_of_the_process_uses(
 
     long = {"endpoint": "euw-1", "model": MODEL, "input_tokens": 2000}  # eu-west's endpoint
     report(viewer_client, 60, **long, output_tokens=2500, prefix_hashes=[8080], latency_ms=900)
-    Process.learned(Process(None), "eu-west")  # eu-west's rebuild reads its reports
     before = expected_output(route(viewer_client, model=MODEL, prefix_hashes=[8080]))
     assert before == 2500  # learned from eu-west's completions, used in us-east
-    pickers = [loads.picker for loads in decisions._loads.values()]
-    assert {id(p.tail) for p in pickers} == {id(decisions._learning.tail)}
-    assert decisions._learning.tail.count >= 60
+    learner = decisions.core().learner
+    picker = learner.picker("ai_aware")
+    assert picker.tail is learner.tail  # type: ignore[attr-defined]
+    assert learner.tail.count >= 60

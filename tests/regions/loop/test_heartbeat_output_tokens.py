@@ -149,9 +149,11 @@ def test_route_decisions_learn_output_lengths_from_the_servers(
     viewer_client: Any, agent_tokens: dict[str, Any], feed: Any, monkeypatch: Any
 ) -> None:
     from regions.decisions import route as decisions
+    from regions.fleet import snapshot
     from regions.loop.control import run_tick
 
-    monkeypatch.setattr(decisions, "LOADS_TTL_S", 0.0)  # rebuild on every request
+    monkeypatch.setattr(decisions, "LOADS_TTL_S", 0.0)  # read again on every request
+    decisions.forget()
     now = time.time()
     feed(now)
     assert run_tick(now).ran
@@ -162,12 +164,14 @@ def test_route_decisions_learn_output_lengths_from_the_servers(
     learned = _expected_output(_route(viewer_client))
     assert 1400 <= learned <= 1600
 
-    loads = decisions._loads["us-east"]
-    seen = loads.estimator.count("llama-3-70b")
-    assert seen == 900  # use-1 alone: us-east's one endpoint
+    estimator = decisions.core().learner.estimator
+    seen = estimator.count("llama-3-70b")
+    fleet = snapshot.current().fleet
+    serving = [e for r in fleet.regions for e in r.endpoints if "llama-3-70b" in e.models]
+    assert seen == 900 * len(serving)  # every endpoint serving the model, each once
     _feed_lengths(agent_tokens, now + 2, {"llama-3-70b": AROUND_1500})  # nothing new
     _expected_output(_route(viewer_client))
-    assert loads.estimator.count("llama-3-70b") == seen
+    assert estimator.count("llama-3-70b") == seen
 
 
 def _hb(received_at: float, counts: tuple[int, ...], count: int) -> Heartbeat:
@@ -178,23 +182,21 @@ def _hb(received_at: float, counts: tuple[int, ...], count: int) -> Heartbeat:
 
 
 def test_deltas_count_growth_once_and_a_restart_in_full(loop_world: Any) -> None:
-    from regions.decisions import route as decisions
     from regions.fleet import snapshot
+    from trafficmgr.requestpath.learning import Learner
 
-    view = snapshot.current()
-    region = view.fleet.region("us-east")
-    loads = decisions.region_loads(view, view.static_table(time.time()), region, time.time())
-    est = loads.estimator
-    with loads.lock:
-        decisions.learn_output_lengths(loads, region, {"use-1": _hb(10.0, (5, 10), 10)})
-        assert est.count("llama-3-70b") == 10  # first sight: the server's history
-        decisions.learn_output_lengths(loads, region, {"use-1": _hb(10.0, (5, 10), 10)})
-        decisions.learn_output_lengths(loads, region, {"use-1": _hb(9.0, (9, 19), 19)})
-        assert est.count("llama-3-70b") == 10  # the same beat, an older one: nothing
-        decisions.learn_output_lengths(loads, region, {"use-1": _hb(11.0, (8, 15), 16)})
-        assert est.count("llama-3-70b") == 16  # grew by 6
-        decisions.learn_output_lengths(loads, region, {"use-1": _hb(12.0, (1, 2), 3)})
-        assert est.count("llama-3-70b") == 19  # went down: restarted, all 3 are new
+    region = snapshot.current().fleet.region("us-east")
+    learner = Learner()  # what /route's core learns with
+    est = learner.estimator
+    learner.learn_heartbeats(region, {"use-1": _hb(10.0, (5, 10), 10)})
+    assert est.count("llama-3-70b") == 10  # first sight: the server's history
+    learner.learn_heartbeats(region, {"use-1": _hb(10.0, (5, 10), 10)})
+    learner.learn_heartbeats(region, {"use-1": _hb(9.0, (9, 19), 19)})
+    assert est.count("llama-3-70b") == 10  # the same beat, an older one: nothing
+    learner.learn_heartbeats(region, {"use-1": _hb(11.0, (8, 15), 16)})
+    assert est.count("llama-3-70b") == 16  # grew by 6
+    learner.learn_heartbeats(region, {"use-1": _hb(12.0, (1, 2), 3)})
+    assert est.count("llama-3-70b") == 19  # went down: restarted, all 3 are new
 
 
 def _h(le: tuple[float, ...], counts: tuple[int, ...], count: int) -> OutputHistogram:
