@@ -27,8 +27,9 @@ OUT="${COMPILED_DIR:-var/compiled}"
 # for the same reason). Left interpreted: the gateway's proxy and app (their coroutines ran
 # no fewer instructions compiled: the work they await is in asyncio and the compiled modules),
 # the request path's values (types: a dataclass field annotated ``object`` does not import
-# compiled), and the gateway's body and SSE parsing (compiled, they run more instructions,
-# not fewer: their work is in msgspec already).
+# compiled), and the request reader both fronts share (requestpath/reading: body, SSE,
+# client address), as the gateway's body and SSE parsing it replaced, which compiled ran more
+# instructions, not fewer: the work is in msgspec.
 MODULES=(
   trafficmgr/routing/ai_aware.py trafficmgr/routing/estimator.py trafficmgr/routing/pickbase.py
   trafficmgr/routing/picker.py trafficmgr/routing/prompt.py trafficmgr/routing/reported.py
