@@ -20,7 +20,8 @@ An endpoint cannot make the gateway buffer without bound, nor desynchronise a po
 connection: a response's head (1xx interims included) is at most ``max_head_bytes`` and
 ``max_headers`` headers, a body read whole at most ``max_body_bytes``; interim responses
 (``100 Continue``, ``103 Early Hints``) are skipped; any byte after the end of the response
-(a second response glued to the first) is a protocol error. Each of these fails the response
+(a second response glued to the first; blank lines in the same read aside, which llhttp skips
+between messages) is a protocol error. Each of these fails the response
 with ``UpstreamBroken`` and aborts its connection, which never goes back to the pool.
 """
 
