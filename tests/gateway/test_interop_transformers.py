@@ -13,8 +13,14 @@ skip with the reason (a failure under ``TRAFFICMGR_REQUIRE_SERVICES=1``).
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,7 @@ import pytest
 from tests.epp.harness import EnvoyProcess, LoopThread, envoy_binary, fleet_yaml, free_port
 from tests.gateway.transformers_server import (
     MODEL,
+    ROOT,
     TransformersServer,
     tiny_model,
     transformers_venv,
@@ -36,6 +43,7 @@ from trafficmgr.epp.server import start_server
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.gateway import GatewaySettings
 from trafficmgr.requestpath import RequestPath
+from trafficmgr.requestpath.credentials import METRICS_TOKEN_ENV, TOKENS_ENV
 from trafficmgr.requestpath.types import Outcome, Usage
 
 pytestmark = pytest.mark.integration
@@ -227,6 +235,66 @@ def test_gateway_streams_end_cleanly_and_keep_the_endpoint(
             check_stream_whole(raw_events(gw.base_url, api, usage), reference_events[api, usage])
     assert ledger_drained(gw.core) == 0
     check_accounting(gw.core, outcomes, rounds * len(STREAMS))
+
+
+def test_standalone_gateway_over_a_fleet_file(server: TransformersServer, tmp_path: Path) -> None:
+    """``python -m trafficmgr.gateway`` (two workers) streams concurrent answers whole."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_text(server))
+    port = free_port()
+    env = {**os.environ, TOKENS_ENV: TOKEN, METRICS_TOKEN_ENV: "ops-secret"}
+    cmd = [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet),
+           "--listen", f"127.0.0.1:{port}", "--workers", "2"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        client = openai.OpenAI(base_url=base_url, api_key=TOKEN, max_retries=0)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert [m.id for m in client.models.list()] == [MODEL]
+                break
+            except openai.APIConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no gateway"
+                time.sleep(0.2)
+        # concurrent streams: the server batches them (its answers then differ from the
+        # references, so only their shape is checked)
+        with ThreadPoolExecutor(4) as pool:
+            runs = [pool.submit(raw_events, base_url, api, usage) for api, _, usage in STREAMS * 2]
+            for run in runs:
+                events = run.result()
+                assert not [e for e in events if "error" in e], events[-1]
+                assert events[-1]["choices"][0]["finish_reason"] in {"length", "stop"}
+        answered = f'trafficmgr_gateway_requests_total{{code="200",endpoint="{ENDPOINT}",'
+        settled = {
+            f'trafficmgr_gateway_in_flight{{endpoint="{ENDPOINT}"}}': 0.0,
+            "trafficmgr_gateway_ejections_total": 0.0,
+            answered + f'model="{MODEL}"}}': float(2 * len(STREAMS)),
+        }
+        assert settled_metrics(port, "ops-secret", settled) == settled
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def settled_metrics(port: int, token: str, wanted: dict[str, float]) -> dict[str, float]:
+    """The ``wanted`` samples of the gateway's /metrics (all workers) once they match, or as
+    they are after 10 s: a worker publishes its figures to the others now and then."""
+    deadline = time.monotonic() + 10
+    while True:
+        headers = {"Authorization": f"Bearer {token}"}
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            lines = answer.read().decode().splitlines()
+        samples = dict(line.rsplit(" ", 1) for line in lines if not line.startswith("#"))
+        found = {name: float(samples.get(name, "nan")) for name in wanted}
+        if found == wanted or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 # --- Envoy and the EPP --------------------------------------------------------------------
