@@ -142,14 +142,21 @@ class Outcomes:
         return taken
 
 
-def check_accounting(core: RequestPath, outcomes: Outcomes, count: int) -> None:
-    """Every request answered OK with its output counted; nothing ejected, nothing in flight."""
+def check_accounting(core: RequestPath, outcomes: Outcomes, outputs: list[int | None]) -> None:
+    """Every request answered OK with the server's own count of its output tokens (in any
+    order: ``outputs``); nothing ejected, nothing in flight."""
     taken = outcomes.take()
-    assert [o for o, _ in taken] == [Outcome.OK] * count
-    assert all(u is not None and u.completion_tokens > 0 for _, u in taken), taken
+    assert [o for o, _ in taken] == [Outcome.OK] * len(outputs)
+    counted = [u.completion_tokens if u is not None else None for _, u in taken]
+    assert sorted(counted, key=str) == sorted(outputs, key=str)
     assert core.outlier.ejected_names() == []
     assert core.outlier.ejections_total == 0
     assert not any(core.in_flight().values())
+
+
+def stream_output(events: list[dict[str, Any]]) -> int:
+    """The output tokens a stream's usage says (this server sends usage unasked)."""
+    return int(events[-1]["usage"]["completion_tokens"])
 
 
 # --- the server ---------------------------------------------------------------------------
@@ -220,7 +227,7 @@ def test_gateway_passes_whole_answers(
     outcomes.take()  # what an earlier test left
     assert ask(gw.base_url, *case) == reference[case]
     assert ledger_drained(gw.core) == 0
-    check_accounting(gw.core, outcomes, 1)
+    check_accounting(gw.core, outcomes, [reference[case].completion_tokens])
 
 
 def test_gateway_streams_end_cleanly_and_keep_the_endpoint(
@@ -234,7 +241,8 @@ def test_gateway_streams_end_cleanly_and_keep_the_endpoint(
         for api, _, usage in STREAMS:
             check_stream_whole(raw_events(gw.base_url, api, usage), reference_events[api, usage])
     assert ledger_drained(gw.core) == 0
-    check_accounting(gw.core, outcomes, rounds * len(STREAMS))
+    outputs = [stream_output(reference_events[api, usage]) for api, _, usage in STREAMS]
+    check_accounting(gw.core, outcomes, rounds * outputs)
 
 
 def test_standalone_gateway_over_a_fleet_file(server: TransformersServer, tmp_path: Path) -> None:
@@ -355,4 +363,6 @@ def test_envoy_and_epp_pass_whole_answers_and_keep_the_endpoint(
         for api, _, usage in STREAMS:
             check_stream_whole(raw_events(base_url, api, usage), reference_events[api, usage])
     assert idle(core)
-    check_accounting(core, outcomes, len(CASES) + 2 * len(STREAMS))
+    outputs = [reference[case].completion_tokens for case in CASES]
+    outputs += 2 * [stream_output(reference_events[api, usage]) for api, _, usage in STREAMS]
+    check_accounting(core, outcomes, outputs)
