@@ -114,6 +114,7 @@ class Proxy:
             max_head_bytes=settings.upstream_max_head_bytes,
             max_headers=settings.upstream_max_headers,
             max_body_bytes=settings.upstream_max_body_bytes,
+            max_buffered_bytes=settings.upstream_max_buffered_bytes,
         )
 
     async def close(self) -> None:

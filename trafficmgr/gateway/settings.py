@@ -39,7 +39,8 @@ class GatewaySettings:
     # a body read whole (non-streamed answers and passed-back 4xx)
     upstream_max_head_bytes: int = 64 * 1024
     upstream_max_headers: int = 100
-    upstream_max_body_bytes: int = 64 * 1024 * 1024
+    upstream_max_body_bytes: int = 16 * 1024 * 1024  # one response read whole
+    upstream_max_buffered_bytes: int = 48 * 1024 * 1024  # all of them at once, per worker
     keepalive_s: float = 60.0
     access_log: bool = False
     shutdown_timeout_s: float = 30.0  # in-flight requests finish (drain) before exit

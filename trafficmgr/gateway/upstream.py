@@ -18,7 +18,8 @@ connection failed or the bytes were not HTTP). Timeouts are the caller's (``Dead
 
 An endpoint cannot make the gateway buffer without bound, nor desynchronise a pooled
 connection: a response's head (1xx interims included) is at most ``max_head_bytes`` and
-``max_headers`` headers, a body read whole at most ``max_body_bytes``; interim responses
+``max_headers`` headers, a body read whole at most ``max_body_bytes`` and all bodies being
+read whole through one pool together at most ``max_buffered_bytes``; interim responses
 (``100 Continue``, ``103 Early Hints``) are skipped; any byte after the end of the response
 (a second response glued to the first; blank lines in the same read aside, which llhttp skips
 between messages) is a protocol error. Each of these fails the response
@@ -39,7 +40,10 @@ HIGH_WATER = 256 * 1024  # unread body bytes above which the connection stops re
 LOW_WATER = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = 16 * 1024 * 1024  # one response read whole
+# All responses being read whole at once, per pool (a worker has one): with one endpoint
+# sending endless bodies to many requests, the worker holds at most this much for them.
+MAX_BUFFERED_BYTES = 48 * 1024 * 1024
 
 
 class UpstreamError(Exception):
@@ -339,19 +343,29 @@ class UpstreamResponse:
     async def read(self, limit: int | None = None) -> bytes:
         """Return the whole body (or its first ``limit`` bytes, the rest discarded); raise
         UpstreamBroken, the connection aborted, when it is larger than the pool allows."""
-        cap = self._conn.pool.max_body_bytes
+        pool = self._conn.pool
+        cap = pool.max_body_bytes
         parts = []
         size = 0
-        while limit is None or size < limit:
-            chunk = await self.readany()
-            if not chunk:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-            if limit is None and size > cap:
-                self.close()
-                raise UpstreamBroken(f"response body larger than {cap} bytes")
-        data = b"".join(parts)
+        try:
+            while limit is None or size < limit:
+                chunk = await self.readany()
+                if not chunk:
+                    break
+                parts.append(chunk)
+                size += len(chunk)
+                pool.buffered += len(chunk)
+                if limit is None and size > cap:
+                    self.close()
+                    raise UpstreamBroken(f"response body larger than {cap} bytes")
+                if pool.buffered > pool.max_buffered_bytes:
+                    self.close()
+                    raise UpstreamBroken(
+                        f"responses read whole hold more than {pool.max_buffered_bytes} bytes"
+                    )
+            data = b"".join(parts)
+        finally:
+            pool.buffered -= size
         return data if limit is None else data[:limit]
 
     def close(self) -> None:
@@ -378,6 +392,7 @@ class UpstreamPool:
         max_head_bytes: int = MAX_HEAD_BYTES,
         max_headers: int = MAX_HEADERS,
         max_body_bytes: int = MAX_BODY_BYTES,
+        max_buffered_bytes: int = MAX_BUFFERED_BYTES,
     ) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
@@ -385,6 +400,8 @@ class UpstreamPool:
         self.max_head_bytes = max_head_bytes
         self.max_headers = max_headers
         self.max_body_bytes = max_body_bytes
+        self.max_buffered_bytes = max_buffered_bytes
+        self.buffered = 0  # bytes of the responses being read whole now
         self._idle: dict[str, list[Connection]] = {}
         self._idle_count = 0
         self._heads: dict[tuple[str, str], bytes] = {}
