@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
+import pytest
 from envoy.config.core.v3.base_pb2 import HeaderMap, HeaderValue, Metadata
 from google.protobuf.struct_pb2 import Struct
 
+from trafficmgr.epp.cli import add_arguments, settings_from_args
 from trafficmgr.epp.decision import Refusal, Usage
 from trafficmgr.epp.request import (
     client_address,
@@ -130,3 +133,14 @@ def test_immediate_response_shape() -> None:
     assert json.loads(error_body(404, "model_not_found", "x")) == {
         "error": {"message": "x", "type": "invalid_request_error", "code": "model_not_found"}
     }
+
+
+def test_trusted_proxies_are_networks_and_hops_are_gone() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "127.0.0.1"])
+    assert settings_from_args(args).trusted_proxies == networks(["10.0.0.0/8", "127.0.0.1"])
+    with pytest.raises(ValueError, match=r"--trusted-hops is gone.*--trusted-proxy"):
+        settings_from_args(parser.parse_args(["--trusted-hops", "1"]))
+    with pytest.raises(ValueError, match="--trusted-proxy: 'nope'"):
+        settings_from_args(parser.parse_args(["--trusted-proxy", "nope"]))

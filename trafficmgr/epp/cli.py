@@ -20,7 +20,7 @@ from trafficmgr.epp.exchange import ExchangeSettings
 from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.core import RequestPath
-from trafficmgr.requestpath.reading import networks
+from trafficmgr.requestpath.reading import IpNetwork, networks
 from trafficmgr.requestpath.source import StaticSource
 from trafficmgr.requestpath.types import ClientIdentity
 from trafficmgr.routing.residency import untrusted_proxy_warning
@@ -67,10 +67,17 @@ def settings_from_args(args: argparse.Namespace) -> ExchangeSettings:
         )
     return ExchangeSettings(
         max_body_bytes=args.max_body_bytes,
-        trusted_proxies=networks(args.trusted_proxy),
+        trusted_proxies=_trusted(args.trusted_proxy),
         full_duplex=args.full_duplex,
         envoy_endpoints=_envoy_endpoints(args.envoy_bootstrap),
     )
+
+
+def _trusted(specs: Sequence[str]) -> tuple[IpNetwork, ...]:
+    try:
+        return networks(specs)
+    except ValueError as exc:
+        raise ValueError(f"--trusted-proxy: {exc}") from None
 
 
 def _envoy_endpoints(path: str | None) -> frozenset[tuple[str, str]] | None:
