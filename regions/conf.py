@@ -103,3 +103,48 @@ def hotstate_timeout_s() -> float:
     if not 0 < value <= 60:
         raise ValueError(f"TRAFFICMGR_HOTSTATE_TIMEOUT_S={raw!r}: give more than 0, at most 60 s")
     return value
+
+
+def _alerts_number(key: str, default: float) -> float:
+    """Read ``TRAFFICMGR["ALERTS_<key>"]`` or ``TRAFFICMGR_ALERTS_<key>``: a positive number."""
+    name = f"ALERTS_{key}"
+    raw = _conf().get(name)
+    if raw is None or raw == "":
+        raw = os.environ.get(f"TRAFFICMGR_{name}") or default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"TRAFFICMGR_{name}={raw!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"TRAFFICMGR_{name}={raw!r}: give a number above 0")
+    return value
+
+
+def alerts_every_s() -> float:
+    """Seconds between runs of the alert worker (``TRAFFICMGR_ALERTS_EVERY_S``, default 2)."""
+    return _alerts_number("EVERY_S", 2.0)
+
+
+def alerts_timeout_s() -> float:
+    """Seconds one delivery attempt may take (``TRAFFICMGR_ALERTS_TIMEOUT_S``, default 5)."""
+    return _alerts_number("TIMEOUT_S", 5.0)
+
+
+def alerts_max_attempts() -> int:
+    """Delivery attempts before a notification fails (``..._ALERTS_MAX_ATTEMPTS``, 5)."""
+    return int(_alerts_number("MAX_ATTEMPTS", 5))
+
+
+def alerts_retry_base_s() -> float:
+    """The first retry's delay, doubled at each next one (``..._ALERTS_RETRY_BASE_S``, 2)."""
+    return _alerts_number("RETRY_BASE_S", 2.0)
+
+
+def alerts_group_s() -> float:
+    """Repeats of one alert within this many seconds are one notification (default 300)."""
+    return _alerts_number("GROUP_S", 300.0)
+
+
+def alerts_escalate_after_s() -> float:
+    """A page nobody acknowledged in this many seconds escalates (default 900)."""
+    return _alerts_number("ESCALATE_AFTER_S", 900.0)

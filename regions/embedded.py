@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from regions import conf, hotstate
 from regions.access.issue import create_token
+from regions.alerts.tasks import AlertWorker
 from regions.loop.control import EmbeddedTicker
 from regions.models import AgentToken
 from trafficmgr.routing.types import Fleet
@@ -42,6 +43,7 @@ class EmbeddedSystem:
     # endpoint → its server's /metrics: agents read them as they read a vLLM node's
     metrics_urls: dict[str, str] = field(default_factory=dict)
     ticker: EmbeddedTicker | None = None
+    alerts: AlertWorker | None = None
     dns_thread: Any = None
     dns_server: Any = None
     agent_threads: list[tuple[Any, threading.Thread]] = field(default_factory=list)
@@ -49,6 +51,7 @@ class EmbeddedSystem:
 
     def start(self) -> None:
         self.ticker = EmbeddedTicker(conf.tick_seconds()).start()
+        self.alerts = AlertWorker().start()  # deliveries never run inside a tick
         self._start_dns()
         if self.agents:
             self._start_agents()
@@ -79,6 +82,8 @@ class EmbeddedSystem:
         self.agent_threads.clear()
         if self.ticker is not None:
             self.ticker.stop()
+        if self.alerts is not None:
+            self.alerts.stop()
         if self.unfollow is not None:
             self.unfollow()
         if self.dns_thread is not None:

@@ -4,8 +4,8 @@
 it reads ``beat_schedule``, so the schedule below is what beat runs: a tick every
 ``TRAFFICMGR["TICK_SECONDS"]`` (each expiring after one interval, so a backlog behind a slow
 worker is dropped instead of run back to back), an hourly purge of old history, and the
-drills' reaper and practice runs. The tasks themselves live with their features
-(``regions.loop.tasks``, ``regions.drills.tasks``).
+drills' reaper and practice runs, and the alert worker. The tasks themselves live with their
+features (``regions.loop.tasks``, ``regions.drills.tasks``, ``regions.alerts.tasks``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from regions import conf
+from regions.alerts import tasks as alert_tasks
 from regions.drills import tasks as drill_tasks
 from regions.loop.tasks import purge_history, purge_history_now, tick
 from trafficmgr.celery import app
@@ -36,6 +37,7 @@ def beat_schedule() -> dict[str, dict[str, Any]]:
             "options": {"expires": HISTORY_PURGE_EVERY_S},
         },
         **drill_tasks.beat_schedule(),
+        **alert_tasks.beat_schedule(),
     }
 
 

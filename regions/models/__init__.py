@@ -9,6 +9,16 @@ migrations are unchanged.
 from __future__ import annotations
 
 from regions.models.access import ROLE_RANK, AgentToken, ApiToken, Role, TokenBase
+from regions.models.alerts import (
+    SEVERITY_RANK,
+    AlertChannel,
+    AlertCursor,
+    ChannelKind,
+    Notification,
+    NotificationStatus,
+    Severity,
+    Silence,
+)
 from regions.models.drills import ACTIVE_DRILL_STATUSES, Drill, DrillReport, DrillStatus
 from regions.models.events import (
     AppendOnlyQuerySet,
@@ -41,12 +51,16 @@ __all__ = [
     "ACTIVE_DRILL_STATUSES",
     "NAME_VALIDATOR_MSG",
     "ROLE_RANK",
+    "SEVERITY_RANK",
     "AdminState",
     "AgentToken",
+    "AlertChannel",
+    "AlertCursor",
     "AllDown",
     "ApiToken",
     "AppendOnlyQuerySet",
     "AuditLog",
+    "ChannelKind",
     "DocumentField",
     "Drill",
     "DrillReport",
@@ -59,11 +73,15 @@ __all__ = [
     "GpuProfile",
     "HeartbeatSample",
     "LoopState",
+    "Notification",
+    "NotificationStatus",
     "Region",
     "ResidencyMode",
     "ResidencyRule",
     "Role",
     "RoutingTableVersion",
+    "Severity",
+    "Silence",
     "TokenBase",
     "_validate_ip_list",
     "validate_country",

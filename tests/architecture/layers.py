@@ -6,8 +6,8 @@ unit to a layer. Imports run downwards only:
     entry points → regions.api → features → configuration → infrastructure → engine
 
 - a module may import its own unit, or any unit of a lower layer;
-- features (``loop``, ``decisions``, ``drills``) and configuration (``access``, ``fleet``) never
-  import a sibling of their own layer: what two of them share lives lower down;
+- features (``loop``, ``decisions``, ``drills``, ``alerts``) and configuration (``access``,
+  ``fleet``) never import a sibling of their own layer: what two of them share lives lower down;
 - the engine and the standalone processes (DNS server, simulator, simulated server, gateway,
   endpoint picker, agent, the local deployments' launchers) never import ``regions`` or
   ``dashboard``;
@@ -74,6 +74,7 @@ UNITS: dict[str, int] = {
     "regions.loop": FEATURE,
     "regions.decisions": FEATURE,
     "regions.drills": FEATURE,
+    "regions.alerts": FEATURE,
     # the HTTP API
     "regions.api": API,
     # entry points: Django and Celery wiring, commands, the dashboard

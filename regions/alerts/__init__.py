@@ -1,0 +1,1 @@
+"""Alerts that reach people: rules over events, notifications, delivery, escalation."""
