@@ -22,9 +22,9 @@ cd "$(dirname "$0")/.."
 MYPYC="${MYPYC:-.venv/bin/mypyc}"
 OUT="${COMPILED_DIR:-var/compiled}"
 # The modules every proxied request runs through (the picker modules all together: an
-# interpreted class may not subclass a compiled one), including the gateway's HTTP server and
-# upstream client (asyncio protocols by their methods, not by subclassing asyncio.Protocol,
-# for the same reason). Left interpreted: the gateway's proxy and app (their coroutines ran
+# interpreted class may not subclass a compiled one), including the gateway's HTTP server, its
+# request and response values (messages) and upstream client (asyncio protocols by their
+# methods, not by subclassing asyncio.Protocol, for the same reason). Left interpreted: the gateway's proxy and app (their coroutines ran
 # no fewer instructions compiled: the work they await is in asyncio and the compiled modules),
 # the request path's values (types: a dataclass field annotated ``object`` does not import
 # compiled), and the request reader both fronts share (requestpath/reading: body, SSE,
@@ -39,7 +39,7 @@ MODULES=(
   trafficmgr/requestpath/inflight.py trafficmgr/requestpath/learning.py
   trafficmgr/requestpath/outlier.py trafficmgr/requestpath/parse.py
   trafficmgr/requestpath/regionview.py trafficmgr/requestpath/routing.py
-  trafficmgr/gateway/http.py trafficmgr/gateway/upstream.py
+  trafficmgr/gateway/http.py trafficmgr/gateway/messages.py trafficmgr/gateway/upstream.py
 )
 if [ "${1:-}" = "--modules" ]; then
   printf '%s\n' "${MODULES[@]}"

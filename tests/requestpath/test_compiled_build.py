@@ -21,6 +21,7 @@ COMPILED = [
     "trafficmgr.requestpath.core",
     "trafficmgr.routing.ai_aware",
     "trafficmgr.gateway.http",
+    "trafficmgr.gateway.messages",
     "trafficmgr.gateway.upstream",
 ]
 

@@ -6,6 +6,8 @@ resolution, middleware chains, header multidicts and response preparation. Here 
 is an ``asyncio.Protocol`` fed to ``httptools``' request parser (the C parser uvicorn uses);
 a request becomes a ``Request`` with lower-case headers, and a handler returns a ``Response``
 (written at once, with ``Content-Length``) or writes a ``StreamResponse`` (chunked) itself.
+Those are ``messages``' values, which reach a connection only through ``messages.Connection``:
+the same handler also runs on an ASGI server (``asgi``).
 
 What a client can rely on, and what it cannot take (``ClientLimits``, per worker):
 
@@ -45,12 +47,40 @@ import collections
 import ipaddress
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, cast
 
 import httptools
+
+from trafficmgr.gateway.messages import (
+    Answer,
+    BodyTooLarge,
+    Handler,
+    Headers,
+    Refusal,
+    Request,
+    Response,
+    StreamResponse,
+)
+
+# the value types are imported from here too (the server's API before they had a module)
+__all__ = [
+    "Answer",
+    "BodyTooLarge",
+    "ClientLimits",
+    "Handler",
+    "Headers",
+    "HttpProtocol",
+    "HttpServer",
+    "Refusal",
+    "Request",
+    "Response",
+    "StreamResponse",
+    "head",
+    "whole",
+]
 
 log = logging.getLogger("trafficmgr.gateway")
 
@@ -89,178 +119,6 @@ class ClientLimits:
 STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n" for s in HTTPStatus}
 
 
-class BodyTooLarge(Exception):
-    """The request body is larger than the server accepts."""
-
-
-# Request headers by lower-case name (ask with lower-case names); a repeated header: its
-# values joined by ", ".
-Headers = dict[str, str]
-
-
-class Request:
-    """One request: method, path, headers, the peer, and its body as it arrives."""
-
-    __slots__ = (
-        "_chunks",
-        "_complete",
-        "_conn",
-        "_size",
-        "_too_large",
-        "_waiter",
-        "headers",
-        "http_10",
-        "keep_alive",
-        "method",
-        "path",
-        "peer",
-    )
-
-    def __init__(self, conn: HttpProtocol, method: str, url: bytes, headers: Headers) -> None:
-        self.method = method
-        self.path = _path(url)
-        self.headers = headers
-        self.peer = conn.peer
-        self.keep_alive = True
-        self.http_10 = False
-        self._conn = conn
-        self._chunks: list[bytes] = []
-        self._size = 0
-        self._complete = False
-        self._too_large = False
-        self._waiter: asyncio.Future[None] | None = None
-
-    @property
-    def content_length(self) -> int | None:
-        value = self.headers.get("content-length")
-        return int(value) if value is not None and value.isdigit() else None
-
-    def feed(self, data: bytes) -> None:
-        self._size += len(data)
-        if self._size > self._conn.max_body_bytes:
-            self._too_large = True
-            self._chunks.clear()
-        else:
-            self._chunks.append(data)
-        self._wake()
-
-    def finish(self) -> None:
-        self._complete = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    def arrived(self) -> bytes | None:
-        """Return the whole body if it has all arrived (usual for a small one), else None
-        (then ``read``, which waits for it, answers ``Expect`` and checks the limit)."""
-        if self._complete and not self._too_large:
-            return self._body()
-        return None
-
-    async def read(self) -> bytes:
-        """Return the whole body; raise ``BodyTooLarge`` past the server's limit."""
-        self._conn.continue_if_expected(self)
-        while not self._complete and not self._too_large:
-            self._waiter = self._conn.server.loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        if self._too_large:
-            raise BodyTooLarge
-        return self._body()
-
-    def _body(self) -> bytes:
-        chunks = self._chunks
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _path(url: bytes) -> str:
-    """Return the path of a request target (the query is not read)."""
-    path = url.decode("latin-1")  # searched as text: ``in`` on bytes costs ten times more
-    if path[:1] == "/" and "?" not in path and "#" not in path:
-        return path  # origin form, the usual case: nothing to parse
-    return httptools.parse_url(url).path.decode("latin-1")
-
-
-class Response:
-    """A whole response: written at once, with its length."""
-
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(
-        self,
-        *,
-        status: int = 200,
-        body: bytes = b"",
-        headers: Mapping[str, str] | None = None,
-        content_type: str | None = None,
-    ) -> None:
-        self.status = status
-        self.body = body
-        self.headers = dict(headers or {})
-        if content_type is not None:
-            self.headers["Content-Type"] = content_type
-
-
-class StreamResponse:
-    """A response written as it is produced (chunked; close-delimited for HTTP/1.0)."""
-
-    __slots__ = ("_chunked", "_conn", "_done", "headers", "status")
-
-    def __init__(self, *, status: int = 200, headers: Mapping[str, str] | None = None) -> None:
-        self.status = status
-        self.headers = dict(headers or {})
-        self._conn: HttpProtocol | None = None
-        self._chunked = True
-        self._done = False
-
-    @property
-    def content_type(self) -> str | None:
-        return self.headers.get("Content-Type")
-
-    @content_type.setter
-    def content_type(self, value: str) -> None:
-        self.headers["Content-Type"] = value
-
-    async def prepare(self, request: Request) -> None:
-        """Send the status line and the headers."""
-        conn = request._conn
-        self._conn = conn
-        self._chunked = not request.http_10
-        framing = ("Transfer-Encoding", "chunked") if self._chunked else ("Connection", "close")
-        if not self._chunked:
-            request.keep_alive = False
-        conn.answering = True
-        conn.write(head(self.status, self.headers.items(), framing))
-        await conn.drain()
-
-    async def write(self, data: bytes) -> None:
-        if not data:
-            return
-        assert self._conn is not None, "prepare() first"
-        if self._chunked:
-            self._conn.write(b"%x\r\n%b\r\n" % (len(data), data))
-        else:
-            self._conn.write(data)
-        await self._conn.drain()
-
-    async def write_eof(self) -> None:
-        if self._done or self._conn is None:
-            return
-        self._done = True
-        if self._chunked:
-            self._conn.write(b"0\r\n\r\n")
-        await self._conn.drain()
-
-
-Answer = Response | StreamResponse
-Handler = Callable[[Request], Awaitable[Answer]]
-Refusal = Callable[[int, str], Response]  # (status, message) → the answer to bytes refused
-
-
 def _lines(status: int, headers: Iterable[tuple[str, str]]) -> str:
     """Return the status line and the header lines, without the blank line that ends them."""
     status_line = STATUS_LINES.get(status) or f"HTTP/1.1 {status} Unknown\r\n"
@@ -292,6 +150,7 @@ class HttpProtocol:
 
     def __init__(self, server: HttpServer) -> None:
         self.server = server
+        self.loop = server.loop
         self.limits = server.limits
         self.max_body_bytes = server.max_body_bytes
         self.transport: asyncio.Transport | None = None
@@ -542,6 +401,21 @@ class HttpProtocol:
     def continue_if_expected(self, request: Request) -> None:
         if (request.headers.get("expect") or "").lower() == "100-continue" and not request._size:
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def begin(self, request: Request, status: int, headers: Mapping[str, str]) -> bool:
+        """Write a streamed answer's head: chunked, or close-delimited for HTTP/1.0; return
+        whether its pieces are chunk-framed."""
+        chunked = not request.http_10
+        framing = ("Transfer-Encoding", "chunked") if chunked else ("Connection", "close")
+        if not chunked:
+            request.keep_alive = False
+        self.answering = True
+        self.write(head(status, headers.items(), framing))
+        return chunked
+
+    def end(self, chunked: bool) -> None:
+        if chunked:
+            self.write(b"0\r\n\r\n")
 
     def write(self, data: bytes) -> None:
         if self.closed or self.transport is None:
