@@ -240,9 +240,9 @@ STREAMS: dict[str, tuple[bytes, int, tuple[int, int] | None, bool]] = {
     "no_done_finish": (ROLE + delta("a") + delta("", "stop"), 1, None, True),
     "crlf_no_done": ((ROLE + delta("a", "stop")).replace(b"\n", b"\r\n"), 1, None, True),
     "cut": (ROLE + delta("a") + delta(" b"), 2, None, False),
-    "cut_mid_event": (ROLE + delta("a", "stop")[:-2] + b"", 0, None, False),
+    "cut_mid_event": (ROLE + delta("a", "stop")[:-2], 0, None, False),
     "comments_and_fields": (
-        b": ping\n\nevent: message\nid: 1\n" + delta("x", "stop")[0:] + DONE,
+        b": ping\n\nevent: message\nid: 1\n" + delta("x", "stop") + DONE,
         1,
         None,
         True,
@@ -309,7 +309,8 @@ def test_every_reader_counts_and_judges_a_stream_alike(name: str) -> None:
         assert picker_reading(parts) == (tokens, usage, complete), parts
         if name != "garbage":  # every complete event forwarded, in order, unchanged
             assert body.startswith(relayed[3])
-            assert body[len(relayed[3]) :].strip(b"\r\n") == body[len(relayed[3]) :].strip(b"\r\n")
+            held = body[len(relayed[3]) :].replace(b"\r\n", b"\n")
+            assert b"\n\n" not in held  # only part of an event is held back
 
 
 def test_a_long_event_in_one_byte_pieces_is_one_event() -> None:
