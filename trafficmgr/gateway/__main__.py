@@ -17,6 +17,7 @@ from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.gateway.server import serve
 from trafficmgr.gateway.settings import (
     DEFAULT_BODY_BYTES,
+    HTTP_SERVERS,
     GatewaySettings,
     add_client_flags,
     client_limits,
@@ -65,6 +66,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(e.g. http://127.0.0.1:4318); without it the OTEL_* variables decide",
     )
     add_client_flags(p)
+    p.add_argument(
+        "--http-server",
+        default="own",
+        choices=HTTP_SERVERS,
+        help="the HTTP server under the routes: the project's own, or uvicorn (docs/gateway.md)",
+    )
     return p.parse_args(argv)
 
 
@@ -98,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         first_byte_timeout_s=args.first_byte_timeout,
         otlp_endpoint=args.otlp_endpoint,
         client_limits=limits,
+        http_server=args.http_server,
     )
     config = RequestPathConfig(default_strategy=args.strategy)
     serve(

@@ -10,7 +10,9 @@ the event loop. SIGINT or SIGTERM drains: the listener closes, requests in fligh
 its metrics to a directory they share (``GatewaySettings.metrics_dir``, a temporary one made
 here unless given), so that a scrape of any worker answers for all of them.
 
-``start_gateway`` runs one on the caller's loop (tests, benchmarks).
+``start_gateway`` runs one on the caller's loop (tests, benchmarks). The HTTP server under the
+routes is the project's own (``http``) unless ``GatewaySettings.http_server`` is ``uvicorn``
+(``asgi``: the same handler as an ASGI application).
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from dataclasses import dataclass, replace
 import uvloop
 
 from trafficmgr.gateway.app import GatewayApp
+from trafficmgr.gateway.asgi import UvicornServer
 from trafficmgr.gateway.http import HttpServer
 from trafficmgr.gateway.metrics import SHARE_S
-from trafficmgr.gateway.settings import GatewaySettings
+from trafficmgr.gateway.settings import HTTP_SERVERS, GatewaySettings
 from trafficmgr.requestpath import ControlPlane, RequestPath, RequestPathConfig
 from trafficmgr.routing.residency import untrusted_proxy_warning
 
@@ -72,7 +75,7 @@ class RunningGateway:
 
     core: RequestPath
     app: GatewayApp
-    server: HttpServer
+    server: HttpServer | UvicornServer
     host: str
     port: int
     maintainer: Maintainer
@@ -104,25 +107,42 @@ async def start_gateway(
 ) -> RunningGateway:
     """Serve ``core`` on ``host:port`` (0: any free port) on the running loop."""
     settings = settings or GatewaySettings()
+    if settings.http_server not in HTTP_SERVERS:
+        raise ValueError(
+            f"http_server: one of {', '.join(HTTP_SERVERS)}, got {settings.http_server!r}"
+        )
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, core.maintain)
     await loop.run_in_executor(None, core.warm)  # e.g. open the GeoIP database now
     if not settings.trusted_proxies and (warning := untrusted_proxy_warning(core.snapshot().fleet)):
         log.warning("gateway: %s", warning)
     app = GatewayApp(core, settings)
-    server = HttpServer(
-        app,
-        app.refusal,
-        max_body_bytes=settings.max_body_bytes,
-        limits=settings.client_limits,
-        uncapped=settings.trusted_proxies,  # a proxy's connections carry many clients
-    )
+    server = _http_server(app, settings)
     bound = await server.start(host, port, reuse_port=reuse_port)
     maintainer = Maintainer(core)
     maintainer.start()
     publisher = loop.create_task(_publish(app)) if settings.metrics_dir else None
     return RunningGateway(
         core, app, server, host, bound, maintainer, settings.shutdown_timeout_s, publisher
+    )
+
+
+def _http_server(app: GatewayApp, settings: GatewaySettings) -> HttpServer | UvicornServer:
+    """Return the HTTP server ``settings.http_server`` names, serving ``app``."""
+    if settings.http_server == "uvicorn":
+        return UvicornServer(
+            app,
+            app.refusal,
+            max_body_bytes=settings.max_body_bytes,
+            limits=settings.client_limits,
+            shutdown_timeout_s=settings.shutdown_timeout_s,
+        )
+    return HttpServer(
+        app,
+        app.refusal,
+        max_body_bytes=settings.max_body_bytes,
+        limits=settings.client_limits,
+        uncapped=settings.trusted_proxies,  # a proxy's connections carry many clients
     )
 
 

@@ -55,6 +55,11 @@ class GatewaySettings:
     metrics_token: str | None = None
     # what one client may hold of a worker and for how long (its deadlines and caps)
     client_limits: ClientLimits = field(default_factory=ClientLimits)
+    # the HTTP server under the routes: "own" (``http``) or "uvicorn" (``asgi``)
+    http_server: str = "own"
+
+
+HTTP_SERVERS = ("own", "uvicorn")
 
 
 def tracing_wanted(settings: GatewaySettings, environ: Mapping[str, str]) -> bool:

@@ -18,6 +18,7 @@ from regions.decisions.source import DjangoControlPlane
 from trafficmgr.gateway.server import parse_listen, serve
 from trafficmgr.gateway.settings import (
     DEFAULT_BODY_BYTES,
+    HTTP_SERVERS,
     GatewaySettings,
     add_client_flags,
     client_limits,
@@ -51,6 +52,12 @@ class Command(BaseCommand):
         add_secret_flags(parser, tokens=False)
         parser.add_argument("--access-log", action="store_true")
         add_client_flags(parser)
+        parser.add_argument(
+            "--http-server",
+            default="own",
+            choices=HTTP_SERVERS,
+            help="the HTTP server under the routes: the project's own, or uvicorn",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -71,6 +78,7 @@ class Command(BaseCommand):
             metrics_token=conf.metrics_token() or None,
             access_log=options["access_log"],
             client_limits=limits,
+            http_server=options["http_server"],
         )
         for warning in warnings:
             self.stderr.write(f"warning: {warning}")
