@@ -17,11 +17,12 @@ costs. Valgrind runs a program some 50 times slower, hence the low rates.
 ``--strategies`` measures the gateway once per picker (``round_robin`` next to ``ai_aware``
 shows what the cost-based pick adds to a request); ``--policies`` likewise vLLM Router;
 ``--compiled`` adds the gateway on the compiled build (``bench/compiled_env.sh``: the hot
-modules through mypyc), per picker.
+modules through mypyc), per picker. ``--http-servers own,uvicorn`` counts the gateway on each
+HTTP server it runs on (``--http-server``: its own, or uvicorn), per picker.
 
     .venv/bin/python bench/gateway_instructions.py [--vllm-router PATH] [--requests 40,400]
         [--seconds 20] [--strategies ai_aware,round_robin] [--policies power_of_two] [--compiled]
-        [--json OUT]
+        [--http-servers own,uvicorn] [--json OUT]
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ def instructions(
     port = free_port()
     router, policy, env = target
     if router == "trafficmgr":
+        strategy, *variant = policy.split(", ")  # e.g. "ai_aware, uvicorn, compiled"
+        server = "uvicorn" if "uvicorn" in variant else "own"
         cmd = [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet),
                "--listen", f"127.0.0.1:{port}", "--token", TOKEN,
-               "--strategy", policy.removesuffix(", compiled")]  # fmt: skip
+               "--strategy", strategy, "--http-server", server]  # fmt: skip
         ready = "/healthz"
     else:
         cmd = [args.vllm_router, "--host", "127.0.0.1", "--port", str(port),
@@ -113,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also count the gateway on the compiled build (bench/compiled_env.sh)",
     )
+    p.add_argument(
+        "--http-servers", default="own", help="the gateway's HTTP servers: own, uvicorn or both"
+    )
     p.add_argument("--json", help="write the figures as JSON here")
     args = p.parse_args(argv)
     if shutil.which("valgrind") is None:
@@ -125,7 +131,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         or shutil.which("vllm-router")
         or (str(installed) if installed.exists() else None)
     )
-    strategies = [s for s in args.strategies.split(",") if s]
+    servers = [s for s in args.http_servers.split(",") if s]
+    if set(servers) - {"own", "uvicorn"}:
+        print(f"--http-servers: own or uvicorn, got {args.http_servers!r}", file=sys.stderr)
+        return 2
+    # a picker on each server: "ai_aware" (the own server), "ai_aware, uvicorn"
+    strategies = [
+        s if server == "own" else f"{s}, {server}"
+        for server in servers
+        for s in args.strategies.split(",")
+        if s
+    ]
     targets: list[Target] = [("trafficmgr", s, None) for s in strategies]
     if args.compiled:
         env = compiled_env()
