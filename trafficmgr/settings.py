@@ -240,6 +240,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "DrillStatusEnum": "regions.models.drills.DrillStatus",
+        "NotificationStatusEnum": "regions.models.alerts.NotificationStatus",
+        "SeverityEnum": "regions.models.alerts.Severity",
+    },
 }
 
 # trafficmgr's own settings.

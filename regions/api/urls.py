@@ -9,4 +9,5 @@ urlpatterns = [
     path("", include("regions.api.fleet_urls")),
     path("", include("regions.api.loop_urls")),
     path("", include("regions.api.drill_urls")),
+    path("", include("regions.api.alert_urls")),
 ]

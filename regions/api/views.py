@@ -55,6 +55,7 @@ from regions.errors import DomainError
 from regions.models import (
     AdminState,
     AgentToken,
+    AlertChannel,
     ApiToken,
     AuditLog,
     Endpoint,
@@ -211,8 +212,9 @@ class AuditLogViewSet(HistoryViewSet):
         return rows.exclude(object_type__in=TOKEN_AUDIT_TYPES)
 
 
-# What audit rows about tokens name as their object type (the models' names).
-TOKEN_AUDIT_TYPES = (ApiToken.__name__, AgentToken.__name__)
+# What audit rows about tokens name as their object type (the models' names); alert channels
+# too: their URLs and routing keys are credentials.
+TOKEN_AUDIT_TYPES = (ApiToken.__name__, AgentToken.__name__, AlertChannel.__name__)
 TOKEN_ID_RE = re.compile(r"(api|agent)-([0-9]{1,18})")
 TOKEN_ID = OpenApiParameter(
     "token_id",

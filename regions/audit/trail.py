@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from regions.models import (
     AgentToken,
+    AlertChannel,
     ApiToken,
     AuditLog,
     Endpoint,
@@ -42,6 +43,7 @@ AUDITED: tuple[type[models.Model], ...] = (
     FailoverPolicy,
     ApiToken,
     AgentToken,
+    AlertChannel,
 )
 _HIDDEN = {"key_hash", "created_at", "updated_at", "last_used_at"}
 
