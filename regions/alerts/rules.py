@@ -69,12 +69,12 @@ def _region(event: Event, data: Mapping[str, Any]) -> Alert | None:
     if new == _DEGRADED:
         key = f"region_degraded:{event.region}"
         return _alert(event, "region_degraded", Severity.WARNING, key)
-    if old in (_DOWN, _DEGRADED) and new == "healthy":
+    if old in (_DOWN, _DEGRADED, "recovering") and new == "healthy":
         key = f"region_recovered:{event.region}"
         return _alert(event, "region_recovered", Severity.INFO, key)
     if event.kind == EventKind.FAILOVER and new is not None:
-        key = f"failover:{event.region}:{new}"
-        return _alert(event, "failover", Severity.WARNING, key)
+        severity = event.severity if event.severity in Severity.values else Severity.WARNING
+        return _alert(event, "failover", severity, f"failover:{event.region}:{new}")
     return None
 
 

@@ -85,3 +85,14 @@ def test_channels_take_only_their_severity_and_events(channel: Any) -> None:
     route_new_events(at(1))
     got = sorted(Notification.objects.values_list("channel_name", "name"))
     assert got == [("all", "region_degraded"), ("all", "region_down"), ("pages", "region_down")]
+
+
+def test_a_region_back_through_slow_start_is_told_as_recovered(channel: Any) -> None:
+    from regions.alerts.notifier import route_new_events
+
+    channel("all", url="http://127.0.0.1:9/c", min_severity="info")
+    region_event("eu-west", "healthy", "down", seconds=0)
+    region_event("eu-west", "down", "recovering", seconds=10)
+    region_event("eu-west", "recovering", "healthy", seconds=40)
+    route_new_events(at(41))
+    assert [s[0] for s in sent()] == ["region_down", "failover", "region_recovered"]
