@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from regions.models import (
     AgentToken,
+    AlertChannel,
     ApiToken,
     AuditLog,
     Drill,
@@ -19,9 +20,11 @@ from regions.models import (
     FailoverPolicy,
     FleetSettings,
     GpuProfile,
+    Notification,
     Region,
     ResidencyRule,
     RoutingTableVersion,
+    Silence,
 )
 
 admin.site.site_header = "trafficmgr administration"
@@ -222,3 +225,31 @@ class DrillAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "status")
     search_fields = ("target", "created_by")
     inlines = [DrillReportInline]
+
+
+@admin.register(AlertChannel)
+class AlertChannelAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "min_severity", "enabled", "disabled_reason")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name",)
+
+
+@admin.register(Notification)
+class NotificationAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "name", "channel_name", "severity", "status", "attempts")
+    list_filter = ("status", "severity", "name")
+    search_fields = ("channel_name", "region", "endpoint", "summary")
+    date_hierarchy = "created_at"
+
+
+@admin.register(Silence)
+class SilenceAdmin(admin.ModelAdmin):
+    """Silences mute the alerts their matchers match until they expire."""
+
+    list_display = ("matchers", "starts_at", "expires_at", "created_by", "comment")
+    readonly_fields = ("created_by",)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = str(request.user)[:150]
+        super().save_model(request, obj, form, change)

@@ -162,6 +162,9 @@ class Notification(models.Model):
         return f"{self.name} → {self.channel_name}: {self.status}"
 
 
+SILENCE_MATCHERS = ("name", "region", "endpoint", "severity")
+
+
 class Silence(models.Model):
     """Mute the alerts that match every matcher (``name``, ``region``, ``endpoint``,
     ``severity``) until ``expires_at``."""
@@ -174,6 +177,18 @@ class Silence(models.Model):
 
     def __str__(self) -> str:
         return f"silence {self.matchers} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+    def clean(self) -> None:
+        matchers = self.matchers
+        if not isinstance(matchers, dict) or not matchers:
+            raise ValidationError({"matchers": "an object of name, region, endpoint, severity"})
+        unknown = sorted(set(matchers) - set(SILENCE_MATCHERS))
+        if unknown:
+            raise ValidationError({"matchers": f"unknown matcher {', '.join(unknown)}"})
+        if not all(isinstance(v, str) and v for v in matchers.values()):
+            raise ValidationError({"matchers": "each matcher is a non-empty string"})
+        if self.starts_at and self.expires_at and self.expires_at <= self.starts_at:
+            raise ValidationError({"expires_at": "must be after starts_at"})
 
 
 class AlertCursor(models.Model):
