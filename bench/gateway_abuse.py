@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gateway_procs as procs
 from gateway_abuse_attacks import (
+    LEGIT_ENDPOINTS,
     MB,
     Sampler,
     attack_coro,
@@ -64,6 +65,8 @@ from gateway_abuse_attacks import (
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gateway_abuse.json"
 ATTACKS = ("pipeline", "metrics", "tokens", "slowloris", "evil", "nonreader", "conns")
+# attacks that outlast the gateway's deadlines: at their end the gateway holds none of it
+DEADLINED = ("slowloris", "nonreader", "conns")
 FLEET = """\
 zone: bench.example.test
 ttl: 10
@@ -154,7 +157,7 @@ def measure(name: str, fleet_file: Path, a: argparse.Namespace, tmp: Path, evil_
         at_end: dict[str, Any] = {}
 
         def probe() -> None:  # the attacker still holds what it opened
-            at_end.update(fds=sampler.fds(), in_flight=in_flight(port), rss=sampler.rss())
+            at_end.update(fds=sampler.fds(), in_flight=in_flight(port, LEGIT_ENDPOINTS))
 
         t0 = time.monotonic()
         detail = asyncio.run(attack_coro(name, port, a, probe, evil_out))
@@ -174,7 +177,7 @@ def measure(name: str, fleet_file: Path, a: argparse.Namespace, tmp: Path, evil_
             "fds_peak": sampler.fds_peak,
             "fds_at_attack_end": at_end.get("fds"),
             "fds_after": sampler.fds(),
-            "in_flight_at_attack_end": at_end.get("in_flight"),
+            "attack_in_flight_at_end": at_end.get("in_flight"),
             "in_flight_after": in_flight(port) if alive else None,
             "gateway_alive": alive,
             "legit_unloaded": legit_summary(base_out),
@@ -186,13 +189,23 @@ def measure(name: str, fleet_file: Path, a: argparse.Namespace, tmp: Path, evil_
 
 
 def verdict(row: dict[str, Any]) -> dict[str, bool]:
+    """The issue's targets: RSS, slots freed (by the deadlines, where the attacker still holds
+    its connections at the end), legitimate p99 within twice unloaded and nothing lost."""
     base, during = row["legit_unloaded"]["p99_ms"], row["legit_during"]["p99_ms"]
     lost = sum(row["legit_during"]["errors"].values())
+    freed = row["in_flight_after"] == 0 and row["fds_after"] <= row["fds_before"] + 4
+    if row["attack"] in DEADLINED:
+        held = row["fds_at_attack_end"] or 0
+        freed = freed and row["attack_in_flight_at_end"] == 0 and held <= row["fds_before"] + 4
     return {
         "rss_ok": row["rss_growth_mb"] <= 64,
-        "slots_freed": row["in_flight_after"] == 0 and row["fds_after"] <= row["fds_before"] + 4,
+        "slots_freed": freed,
         "legit_p99_ok": bool(base and during and during <= 2 * base and not lost),
     }
+
+
+def marks(verdict: dict[str, bool]) -> str:
+    return " ".join("ok" if v else "MISS" for v in verdict.values())
 
 
 def pair(legit: dict[str, Any]) -> str:
@@ -200,17 +213,18 @@ def pair(legit: dict[str, Any]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'attack':<10} {'RSS +MB':>8} {'fds peak/end/after':>19} {'in-flight end/after':>20}"
-            f" {'legit p50/p99 ms unloaded':>26} {'during':>16} {'legit errors':>13}")  # fmt: skip
+    head = (f"{'attack':<10} {'RSS +MB':>8} {'fds peak/end/after':>19} {'in flight end/after':>20}"
+            f" {'legit p50/p99 ms unloaded':>26} {'during':>16} {'legit errors':>13}"
+            f"  targets (RSS, freed, legit)")  # fmt: skip
     lines = [head, "-" * len(head)]
     for r in rows:
         u, d = r["legit_unloaded"], r["legit_during"]
         fds = f"{r['fds_peak']}/{r['fds_at_attack_end']}/{r['fds_after']}"
-        fl = f"{r['in_flight_at_attack_end']}/{r['in_flight_after']}"
+        fl = f"{r['attack_in_flight_at_end']}/{r['in_flight_after']}"
         lines.append(
             f"{r['attack']:<10} {r['rss_growth_mb']:>8} {fds:>19} {fl:>20}"
             f" {pair(u):>26} {pair(d):>16}"
-            f" {sum(d['errors'].values()):>13}"
+            f" {sum(d['errors'].values()):>13}  {marks(r['verdict'])}"
         )
     return "\n".join(lines)
 
@@ -277,7 +291,7 @@ def _commit() -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated, in order")
-    p.add_argument("--hold", type=float, default=40.0, help="longest an attack lasts, s")
+    p.add_argument("--hold", type=float, default=50.0, help="longest an attack lasts, s")
     p.add_argument("--baseline", type=float, default=8.0, help="unloaded legit phase, s")
     p.add_argument("--settle", type=float, default=3.0, help="wait after an attack, s")
     p.add_argument("--legit-rate", type=float, default=20.0, help="legit requests a second")

@@ -129,8 +129,12 @@ class Sampler:
         return max(self.rss_peak, self.status("VmHWM"))
 
 
-def in_flight(port: int) -> int | None:
-    """Return the requests the gateway counts in flight (all endpoints), None if no answer."""
+LEGIT_ENDPOINTS = ("sim-1", "sim-2")  # the well-behaved client's; no attack reaches them
+
+
+def in_flight(port: int, skip: tuple[str, ...] = ()) -> int | None:
+    """Return the requests the gateway counts in flight on endpoints not in ``skip``; None
+    when it does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             text = r.read().decode()
@@ -138,7 +142,8 @@ def in_flight(port: int) -> int | None:
         return None
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("trafficmgr_gateway_in_flight{"):
+        ours = not any(f'endpoint="{name}"' in line for name in skip)
+        if line.startswith("trafficmgr_gateway_in_flight{") and ours:
             total += float(line.rsplit(" ", 1)[1])
     return int(total)
 
@@ -326,7 +331,7 @@ async def attack_nonreader(port: int, a: argparse.Namespace, probe: Probe) -> di
     while time.monotonic() - t0 < a.hold:
         await asyncio.sleep(min(5.0, max(0.0, a.hold - (time.monotonic() - t0))))
         # never read; the gateway's buffers fill, then its write deadline should act
-        timeline.append((round(time.monotonic() - t0), in_flight(port)))
+        timeline.append((round(time.monotonic() - t0), in_flight(port, LEGIT_ENDPOINTS)))
     probe()
     for _, w in conns:
         w.transport.abort()
