@@ -1,4 +1,7 @@
-"""A webhook receiver on 127.0.0.1 (http.server in a thread) answering a scripted status list."""
+"""A webhook receiver on 127.0.0.1 (http.server in a thread) answering a scripted status list.
+
+With ``hang_s`` it holds each answer that long, or until ``release`` is set.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ class Receiver:
     def __init__(self, statuses: list[int], hang_s: float = 0.0) -> None:
         self.statuses = list(statuses)
         self.hang_s = hang_s
+        # set: answer now (a receiver told to hang until released, or shut down)
+        self.release = threading.Event()
         self.bodies: list[dict[str, Any]] = []
         self.answered: list[int] = []
         self.lock = threading.Lock()
@@ -33,7 +38,7 @@ class Receiver:
 def receiving(statuses: list[int], hang_s: float = 0.0) -> Iterator[Receiver]:
     """Run a ``Receiver`` on a free loopback port for the block."""
     receiver = Receiver(statuses, hang_s)
-    stop = threading.Event()
+    stop = receiver.release
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
