@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from trafficmgr.env import env_bool
+from trafficmgr.runtime.env import env_bool
 
 
 def _conf() -> dict[str, Any]:

@@ -7,7 +7,14 @@ import secrets
 import sys
 from pathlib import Path
 
-from trafficmgr.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+from trafficmgr.runtime.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("TRAFFICMGR_VAR_DIR", str(BASE_DIR / "var")))

@@ -35,7 +35,6 @@ from regions.loop import durable, hold
 from regions.loop import history as controlrecord
 from regions.loop.retention import purge_history_now
 from regions.models import Event, LoopState
-from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.endpoint_state import (
     shown_reason,
     state_from_doc,
@@ -51,6 +50,7 @@ from trafficmgr.routing.failover import (
 from trafficmgr.routing.slowstart import health_since
 from trafficmgr.routing.table import compile_table
 from trafficmgr.routing.types import Heartbeat
+from trafficmgr.runtime.heap import HeapKeeper
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def run_tick(
 
     ``keep_heap``: this process does nothing but tick (the Celery worker), so after the tick
     it may freeze the heap's settled objects, keeping full collections out of the next tick
-    (``trafficmgr.heap``).
+    (``trafficmgr.runtime.heap``).
     """
     interval = interval_s if interval_s is not None else tick_seconds()
     store = hotstate.get()

@@ -18,8 +18,8 @@ import pytest
 
 from tests.dns.world import quiet_config
 from trafficmgr.dns.server import DnsServer, _serve_until_signal
-from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.types import Fleet
+from trafficmgr.runtime.heap import HeapKeeper
 
 
 class Node:

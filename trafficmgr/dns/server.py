@@ -42,8 +42,8 @@ from trafficmgr.dns.sources import RedisSource, watch_file
 from trafficmgr.dns.tables import TableStore
 from trafficmgr.dns.transport import TcpClients, TcpConnection, TcpLimits, UdpReader, udp_socket
 from trafficmgr.dns.zone import ZoneData
-from trafficmgr.heap import HeapKeeper
 from trafficmgr.routing.types import Fleet, RoutingTable
+from trafficmgr.runtime.heap import HeapKeeper
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from trafficmgr.contracts import HEARTBEATS_KEY, TABLE_REDIS_KEY, redis_key
-from trafficmgr.procs import group_alive
+from trafficmgr.runtime.procs import group_alive
 from trafficmgr.topology.processes import (
     BIN,
     ROOT,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse, urlunparse
 
-from trafficmgr.procs import pid_alive
+from trafficmgr.runtime.procs import pid_alive
 
 # The bench uses 13, tests/regions/loop 14, tests/regions/drills 15, CI's REDIS_URL 0.
 REDIS_DBS = (12, 11, 10, 9)
