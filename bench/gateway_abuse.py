@@ -143,7 +143,7 @@ def legit_run(port: int, a: argparse.Namespace, seconds: float, out: Path) -> su
 def measure(name: str, fleet_file: Path, a: argparse.Namespace, tmp: Path, evil_out: Path) -> dict:
     """Run one attack on a fresh gateway; return its row."""
     with procs.gateway(fleet_file, "--workers", "1") as (port, proc):
-        sampler = Sampler(proc.pid)
+        sampler = Sampler(proc.pid, a.rss_guard_mb * MB)
         base_out, during_out = tmp / f"{name}-base.txt", tmp / f"{name}-during.txt"
         base = legit_run(port, a, a.baseline, base_out)
         base.wait(a.baseline + 30)
@@ -180,6 +180,7 @@ def measure(name: str, fleet_file: Path, a: argparse.Namespace, tmp: Path, evil_
             "attack_in_flight_at_end": at_end.get("in_flight"),
             "in_flight_after": in_flight(port) if alive else None,
             "gateway_alive": alive,
+            "killed_by_rss_guard": sampler.tripped,
             "legit_unloaded": legit_summary(base_out),
             "legit_during": legit_summary(during_out),
             "detail": detail,
@@ -303,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--evil-rounds", type=int, default=4, help="pairs of requests to the fake")
     p.add_argument("--evil-cap-mb", type=int, default=512, help="bytes per fake answer, MB")
     p.add_argument("--nonreaders", type=int, default=8)
+    p.add_argument("--rss-guard-mb", type=int, default=6144, help="kill the gateway past it")
     p.add_argument("--stream-tokens", type=int, default=50_000)
     p.add_argument("--conns", type=int, default=12_000, help="idle connections to open")
     p.add_argument("--epp", action=argparse.BooleanOptionalAction, default=True,

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import socket
 import statistics
 import sys
@@ -78,18 +79,23 @@ async def evil_server(head_port: int, body_port: int, cap: int, out: str) -> Non
 
     a = await asyncio.start_server(lambda r, w: serve("head", r, w), "127.0.0.1", head_port)
     b = await asyncio.start_server(lambda r, w: serve("body", r, w), "127.0.0.1", body_port)
+    parent = os.getppid()
     async with a, b:
-        await asyncio.sleep(3600)  # stopped by the bench long before
+        for _ in range(3600):  # stopped by the bench long before, or gone with it
+            if os.getppid() != parent:
+                return
+            await asyncio.sleep(1)
 
 
 # --- measuring the gateway ----------------------------------------------------------------
 
 
 class Sampler:
-    """Sample a process's RSS and open descriptors every 0.1 s (from /proc)."""
+    """Sample a process's RSS and open descriptors every 0.1 s (from /proc); kill it past
+    ``guard`` bytes, so that a gateway buffering without bound cannot exhaust the machine."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, pid: int, guard: int = 6 * 1024 * MB) -> None:
+        self.pid, self.guard, self.tripped = pid, guard, False
         self.rss_peak = self.fds_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -122,6 +128,10 @@ class Sampler:
         while not self._stop.wait(0.1):
             self.rss_peak = max(self.rss_peak, self.rss())
             self.fds_peak = max(self.fds_peak, self.fds())
+            if self.rss_peak > self.guard and not self.tripped:
+                self.tripped = True
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
 
     def stop(self) -> int:
         self._stop.set()
