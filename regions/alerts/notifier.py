@@ -7,6 +7,9 @@ pending ``Notification`` per enabled channel whose ``min_severity`` and ``events
 repeat of one alert's key on one channel within ``alerts_group_s`` bumps ``repeats`` on the
 notification already made instead of making another. The cursor moves in the same
 transaction with a compare-and-set, so two workers never notify one event twice.
+
+The control loop's own trouble is not an event (a stalled loop records nothing):
+``route_loop_alerts`` reads it from the hot state (``watch``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from django.db import transaction
 from django.db.models import F
 
 from regions import conf
+from regions.alerts import watch
 from regions.alerts.rules import Alert, alert_for
 from regions.models import (
     SEVERITY_RANK,
@@ -55,6 +59,28 @@ def route_new_events(now: dt.datetime) -> int:
             if alert is None or inhibited(alert, event) or silenced(alert, now):
                 continue
             made += notify(alert, event, matching(channels, alert), now)
+    return made
+
+
+def route_loop_alerts(now: dt.datetime) -> int:
+    """Notify the control loop's own trouble (overrunning ticks, a stalled loop)."""
+    figures = watch.loop_figures()
+    if figures is None:
+        return 0
+    overran, last_at = figures
+    cursor, _ = AlertCursor.objects.get_or_create(pk=1)
+    alerts = [watch.stall_alert(last_at, now)]
+    if overran != cursor.ticks_overran:
+        moved = AlertCursor.objects.filter(pk=1, ticks_overran=cursor.ticks_overran).update(
+            ticks_overran=overran
+        )
+        if moved:  # else another worker saw this change
+            alerts.append(watch.overrun_alert(overran, cursor.ticks_overran))
+    channels = list(AlertChannel.objects.filter(enabled=True))
+    made = 0
+    for alert in alerts:
+        if alert is not None and not silenced(alert, now):
+            made += notify(alert, None, matching(channels, alert), now)
     return made
 
 

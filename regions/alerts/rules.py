@@ -25,6 +25,8 @@ EVENT_NAMES = (
     "drill_failed",
     "forced_action",
     "forced_apply",
+    "tick_overrun",
+    "loop_stalled",
     "test",
     *EventKind.values,
 )

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 def run_once(now: dt.datetime | None = None) -> dict[str, int]:
     """Make one pass of the alert worker at ``now`` (default: the clock)."""
     at = now or timezone.now()
-    made = notifier.route_new_events(at)
+    made = notifier.route_new_events(at) + notifier.route_loop_alerts(at)
     escalated = escalate_unacknowledged(at)
     attempts = delivery.deliver_due(at)
     return {"notified": made, "escalated": escalated, "attempts": attempts}

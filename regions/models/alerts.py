@@ -192,9 +192,11 @@ class Silence(models.Model):
 
 
 class AlertCursor(models.Model):
-    """The newest event the notifier has turned into notifications (one row)."""
+    """How far the notifier has read (one row): the newest event it turned into
+    notifications, and the control loop's overrun count at its last look."""
 
     last_event_id = models.BigIntegerField(default=0)
+    ticks_overran = models.FloatField(default=0.0)
 
     def __str__(self) -> str:
         return f"alerts read up to event {self.last_event_id}"

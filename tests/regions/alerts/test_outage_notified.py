@@ -34,7 +34,7 @@ def test_an_outage_is_delivered_once_on_the_third_attempt(feed: Any, channel: An
     from regions.models import Event, Notification
 
     with receiving([500, 500, 200]) as hook:
-        channel("ops", url=hook.url)
+        channel("ops", url=hook.url, events=["region_down"])
         take_eu_west_down(feed)
         assert Event.objects.filter(region="eu-west", kind="failover").count() == 1
         run(4.0)  # the pass after the tick that detected it: notified, first attempt
@@ -65,7 +65,7 @@ def test_a_receiver_failing_for_ever_gets_bounded_attempts_then_failed(
 
     with receiving([500]) as hook, receiving([200]) as spare:
         backup = channel("backup", url=spare.url, events=["drill_failed"])  # only as fallback
-        channel("ops", url=hook.url, fallback=backup)
+        channel("ops", url=hook.url, fallback=backup, events=["region_down"])
         take_eu_west_down(feed)
         for second in range(4, 200):
             run(float(second))
