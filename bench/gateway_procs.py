@@ -26,8 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from trafficmgr.fleetdump import dump_fleet
-from trafficmgr.fleetfile import load_fleet_file
+from trafficmgr.fleetfile import dump_fleet, load_fleet_file
 from trafficmgr.routing.types import Fleet
 from trafficmgr.simserver.layout import with_addresses
 

@@ -24,8 +24,9 @@ from regions.fleet.changes import Change
 from regions.fleet.services import DEFAULT_POLICY, fleet_snapshot
 from regions.fleet.writer import write_changes
 from regions.models import Event, EventKind, FailoverPolicy, FleetSettings
-from trafficmgr.fleetdump import slo_doc
-from trafficmgr.fleetfile import NO_CLIENTS, FleetError, FleetIssue, failover_to_dict
+from trafficmgr.fleetfile import FleetError, FleetIssue, failover_to_dict
+from trafficmgr.fleetfile.read import NO_CLIENTS
+from trafficmgr.fleetfile.write import slo_doc
 from trafficmgr.routing import types as t
 
 MAX_ENDPOINT_DELETE_FRACTION = 0.30

@@ -21,8 +21,8 @@ from regions.models import (
     Region,
     ResidencyRule,
 )
-from trafficmgr.fleetdump import slo_doc
 from trafficmgr.fleetfile import FleetError, FleetIssue
+from trafficmgr.fleetfile.write import slo_doc
 from trafficmgr.routing import types as t
 
 

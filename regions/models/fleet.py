@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from trafficmgr.fleetfile import FAILOVER_RANGES, parse_address
+from trafficmgr.fleetfile.read import FAILOVER_RANGES, parse_address
 from trafficmgr.routing.countries import CONTINENTS, continent_of
 from trafficmgr.routing.countrysets import COUNTRY_SETS, SET_NAMES
 from trafficmgr.routing.types import UnlocatedClients

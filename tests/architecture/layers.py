@@ -45,8 +45,6 @@ UNITS: dict[str, int] = {
     "trafficmgr.routing": ENGINE,
     "trafficmgr.contracts": ENGINE,
     "trafficmgr.fleetfile": ENGINE,
-    "trafficmgr.fleetyaml": ENGINE,
-    "trafficmgr.fleetdump": ENGINE,
     "trafficmgr.runtime": ENGINE,
     "trafficmgr.dns": ENGINE,
     "trafficmgr.sim": ENGINE,

@@ -31,7 +31,7 @@ from tests.gateway.world import (
     LoopThread,
     make_core,
 )
-from trafficmgr.fleetdump import dump_fleet
+from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.gateway import GatewaySettings, networks
 from trafficmgr.routing.types import Fleet
 from trafficmgr.simserver import Fault, FaultKind, SimServerThread

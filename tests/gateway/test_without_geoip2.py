@@ -13,7 +13,7 @@ from pathlib import Path
 
 import openai
 
-from trafficmgr.fleetdump import dump_fleet
+from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.routing.types import Fleet
 
 ROOT = Path(__file__).resolve().parents[2]

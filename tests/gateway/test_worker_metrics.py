@@ -15,7 +15,7 @@ from pathlib import Path
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from trafficmgr.fleetdump import dump_fleet
+from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.gateway.metrics import SHARE_S, WorkerShare, pooled
 from trafficmgr.routing.types import Fleet
 

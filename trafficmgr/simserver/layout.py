@@ -19,7 +19,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from trafficmgr.fleetfile import DEFAULT_PROFILES, parse_address
+from trafficmgr.fleetfile.read import DEFAULT_PROFILES, parse_address
 from trafficmgr.routing.types import Endpoint, Fleet, GpuProfile
 
 DEFAULT_BASE_PORT = 8100

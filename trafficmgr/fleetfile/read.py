@@ -13,10 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trafficmgr.fleetdump import dump_fleet, failover_to_dict, fleet_to_dict
-from trafficmgr.fleetyaml import (
+from trafficmgr.fleetfile.safeyaml import (
     MAX_BYTES,
-    MAX_ITEMS,
     FleetError,
     FleetIssue,
     join_path,
@@ -40,21 +38,6 @@ from trafficmgr.routing.types import (
     UnlocatedClients,
     UnlocatedKind,
 )
-
-__all__ = [
-    "MAX_BYTES",
-    "MAX_ITEMS",
-    "FleetError",
-    "FleetIssue",
-    "dump_fleet",
-    "failover_to_dict",
-    "fleet_from_dict",
-    "fleet_to_dict",
-    "load_fleet_file",
-    "load_fleet_text",
-    "parse_address",
-    "parse_yaml",
-]
 
 
 def load_fleet_text(data: str | bytes) -> Fleet:
