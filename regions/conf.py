@@ -148,3 +148,16 @@ def alerts_group_s() -> float:
 def alerts_escalate_after_s() -> float:
     """A page nobody acknowledged in this many seconds escalates (default 900)."""
     return _alerts_number("ESCALATE_AFTER_S", 900.0)
+
+
+def alerts_watchdog_url() -> str:
+    """Where the alert worker reports that it is alive (``TRAFFICMGR_ALERTS_WATCHDOG_URL``,
+    e.g. a Healthchecks check's ping URL); empty: nowhere."""
+    return str(
+        _conf().get("ALERTS_WATCHDOG_URL") or os.environ.get("TRAFFICMGR_ALERTS_WATCHDOG_URL") or ""
+    )
+
+
+def alerts_watchdog_every_s() -> float:
+    """Seconds between the alert worker's watchdog pings (default 60)."""
+    return _alerts_number("WATCHDOG_EVERY_S", 60.0)

@@ -1,9 +1,10 @@
 """What the API and the workers ask of alerts: a run of the worker, test sends, acks.
 
 ``run_once(now)`` is one pass of the alert worker: route new events into notifications,
-escalate pages nobody acknowledged, deliver what is due. It runs apart from the control
-loop's tick (a Celery task on beat in the distributed mode, a thread of its own in the
-embedded one), so a receiver that hangs costs the worker its timeout, never a tick.
+escalate pages nobody acknowledged, deliver what is due, ping the watchdog. It runs apart
+from the control loop's tick (a Celery task on beat in the distributed mode, a thread of its
+own in the embedded one), so a receiver that hangs costs the worker its timeout, never a
+tick.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from regions import conf
-from regions.alerts import delivery, notifier
+from regions.alerts import delivery, notifier, watchdog
 from regions.alerts.rules import Alert
 from regions.models import AlertChannel, Notification, NotificationStatus, Severity
 
@@ -28,7 +29,8 @@ def run_once(now: dt.datetime | None = None) -> dict[str, int]:
     made = notifier.route_new_events(at) + notifier.route_loop_alerts(at)
     escalated = escalate_unacknowledged(at)
     attempts = delivery.deliver_due(at)
-    return {"notified": made, "escalated": escalated, "attempts": attempts}
+    pinged = watchdog.ping_if_due(at)
+    return {"notified": made, "escalated": escalated, "attempts": attempts, "pinged": int(pinged)}
 
 
 def test_send(channel: AlertChannel, actor: str) -> Notification:
