@@ -31,6 +31,23 @@ and the gateways, which never import the Django app):
   so any process serves the fleet-wide figures (``tick`` fields: ``TICK_LAST_AT``,
   ``TICK_DECIDED_AT``, ``TICK_LAST_DURATION``).
 
+The shared request-path state (``trafficmgr.requestpath.shared``: every gateway worker, gateway
+host and endpoint-picker replica publishes its own part and merges the others'):
+
+- ``rp:proc:<process id>`` the process's lease and its contribution, one ``SharedProcess``
+  (msgspec JSON object: ``v`` layout version, ``pid``, ``at`` wall-clock seconds it was
+  published, ``flight`` endpoint → ``[requests, prompt tokens not yet prefilled, expected
+  output tokens not yet decoded]`` (as of ``at``), ``ejected``
+  endpoint → ``[ejected until (wall-clock seconds), a half-open probe in flight]``, ``ramps``
+  endpoint → the wall-clock second its slow start began), written whole with ``SET ... PX``
+  the lease: a process that dies stops refreshing it and its work expires with it;
+- ``rp:procs`` the set of process ids that published; a reader drops (``SREM``) the ids whose
+  ``rp:proc:`` key is gone;
+- ``rp:blocks`` a stream of the prompt blocks sent, one entry per publish (field ``p`` the
+  process id, field ``b`` the ``SharedBlocks`` JSON: endpoint → block hashes), trimmed by
+  length (``SHARED_BLOCKS_MAXLEN``) and age (``MINID``, the blocks' time to live); readers
+  keep a bounded LRU per endpoint of what they read.
+
 Two names cross processes through Django's cache (whose backend is this Redis in the
 distributed mode, under Django's own key prefix): ``drill-alive:<id>``, set while a drill's
 runner lives, and ``drill-progress:<id>``, the running drill's phase and figures
@@ -83,6 +100,11 @@ TICK_DECIDED_AT = "decided_at"  # when a tick last decided (held the lock and wr
 TICK_LAST_DURATION = "last_duration_s"  # and how long the last one took
 # Completions kept per region (Redis trims to about this many, ``MAXLEN ~``).
 COMPLETIONS_MAXLEN = 20_000
+SHARED_PROCS_KEY = "rp:procs"
+SHARED_BLOCKS_KEY = "rp:blocks"
+SHARED_LAYOUT = 1  # ``SharedProcess.v``: a reader ignores (and counts) any other
+# Entries kept in the shared prompt-block stream (Redis trims to about this many).
+SHARED_BLOCKS_MAXLEN = 50_000
 
 
 def redis_key(name: str, prefix: str = PREFIX) -> str:
@@ -98,6 +120,11 @@ def drill_key(endpoint: str) -> str:
 def completions_key(region: str) -> str:
     """Return the key (under the prefix) of a region's reported-completions stream."""
     return f"completions:{region}"
+
+
+def shared_process_key(pid: str) -> str:
+    """Return the key (under the prefix) of one process's lease and shared contribution."""
+    return f"rp:proc:{pid}"
 
 
 def drill_alive_key(drill_id: int) -> str:
@@ -126,6 +153,50 @@ class Completion(msgspec.Struct, array_like=True, frozen=True):
     output_tokens: int
     latency_s: float  # sent to the endpoint until its last token, measured at the gateway
     prefix_hashes: tuple[int, ...] = ()
+
+
+class SharedProcess(msgspec.Struct, frozen=True):
+    """One process's part of the shared request-path state (``rp:proc:<pid>``)."""
+
+    v: int
+    pid: str
+    at: float  # wall-clock seconds when it was published
+    # endpoint → (requests, outstanding prefill tokens, outstanding decode tokens)
+    flight: dict[str, tuple[int, float, float]] = {}
+    ejected: dict[str, tuple[float, bool]] = {}  # endpoint → (until, probing), wall clock
+    ramps: dict[str, float] = {}  # endpoint → slow start began, wall clock
+
+
+SharedBlocks = dict[str, list[int]]  # endpoint → prompt block hashes sent there
+_shared_process = msgspec.json.Decoder(SharedProcess)
+_shared_blocks = msgspec.json.Decoder(SharedBlocks)
+
+
+def encode_shared_process(state: SharedProcess) -> bytes:
+    return _json.encode(state)
+
+
+def decode_shared_process(raw: bytes | str) -> SharedProcess:
+    """Decode a process's contribution; raise ValueError naming why it is unusable."""
+    try:
+        state = _shared_process.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(f"corrupt: {exc}") from None
+    if state.v != SHARED_LAYOUT:
+        raise ValueError(f"foreign: layout {state.v}")
+    return state
+
+
+def encode_shared_blocks(blocks: SharedBlocks) -> bytes:
+    return _json.encode(blocks)
+
+
+def decode_shared_blocks(raw: bytes | str) -> SharedBlocks:
+    """Decode a stream entry's blocks; raise ValueError when they do not decode."""
+    try:
+        return _shared_blocks.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(f"corrupt: {exc}") from None
 
 
 # A stream entry: its id (``"<ms>-<seq>"``, ascending) and the completion.

@@ -31,6 +31,7 @@ from trafficmgr.requestpath.credentials import (
     metrics_token,
     upstream_key,
 )
+from trafficmgr.requestpath.shared.config import add_sharing_flags, sharing_from
 from trafficmgr.routing.picker import DEFAULT_STRATEGY, STRATEGIES
 
 
@@ -72,6 +73,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=HTTP_SERVERS,
         help="the HTTP server under the routes: the project's own, or uvicorn (docs/gateway.md)",
     )
+    add_sharing_flags(p)
     return p.parse_args(argv)
 
 
@@ -89,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not secrets:
             raise ValueError("no client token: give --token-file PATH or $TRAFFICMGR_CLIENT_TOKENS")
         limits = client_limits(vars(args))
+        sharing = sharing_from(vars(args), os.environ)
         tracing_wanted(GatewaySettings(otlp_endpoint=args.otlp_endpoint), os.environ)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -107,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         client_limits=limits,
         http_server=args.http_server,
     )
-    config = RequestPathConfig(default_strategy=args.strategy)
+    config = RequestPathConfig(default_strategy=args.strategy, sharing=sharing)
     serve(
         StaticSource(fleet, tokens),
         args.listen,

@@ -298,6 +298,8 @@ async def healthz(app: GatewayApp, request: Request) -> Answer:
         doc["table_kind"] = snap.table_kind
         doc["in_flight"] = core.ledger.total
         doc["queued"] = core.queue.depth()
+        sharing = core.sharing
+        doc["shared_state"] = sharing.status() if sharing is not None else {"enabled": False}
     return Response(body=msgspec.json.encode(doc), content_type="application/json")
 
 

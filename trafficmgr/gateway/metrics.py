@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from trafficmgr.requestpath import RequestPath
+from trafficmgr.requestpath.shared.metrics import shared_families
 from trafficmgr.routing.types import Priority
 from trafficmgr.runtime.procs import pid_alive
 
@@ -77,6 +78,10 @@ class _CoreCollector(Collector):
         for name in self.core.outlier.ejected_names():
             ejected.add_metric([name], 1)
         yield ejected
+        sharing = self.core.sharing
+        yield from shared_families(
+            sharing.status() if sharing is not None else None, "trafficmgr_gateway"
+        )
 
 
 class Histo:

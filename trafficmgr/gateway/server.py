@@ -37,6 +37,7 @@ from trafficmgr.gateway.http import HttpServer
 from trafficmgr.gateway.metrics import SHARE_S
 from trafficmgr.gateway.settings import HTTP_SERVERS, GatewaySettings
 from trafficmgr.requestpath import ControlPlane, RequestPath, RequestPathConfig
+from trafficmgr.requestpath.shared.store import SharedState, start_sharing
 from trafficmgr.routing.residency import untrusted_proxy_warning
 
 log = logging.getLogger("trafficmgr.gateway")
@@ -81,6 +82,7 @@ class RunningGateway:
     maintainer: Maintainer
     shutdown_timeout_s: float
     publisher: asyncio.Task[None] | None = None
+    sharing: SharedState | None = None
 
     @property
     def base_url(self) -> str:
@@ -93,6 +95,8 @@ class RunningGateway:
         await self.server.stop(self.shutdown_timeout_s)
         if self.publisher is not None:
             self.publisher.cancel()
+        if self.sharing is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.sharing.stop)
         self.app.metrics.publish()  # the final figures, for the workers still running
         await self.app.stop()
 
@@ -114,6 +118,8 @@ async def start_gateway(
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, core.maintain)
     await loop.run_in_executor(None, core.warm)  # e.g. open the GeoIP database now
+    # the others' work and prompt blocks merged before the first request: a new worker decides warm
+    sharing = await loop.run_in_executor(None, start_sharing, core)
     if not settings.trusted_proxies and (warning := untrusted_proxy_warning(core.snapshot().fleet)):
         log.warning("gateway: %s", warning)
     app = GatewayApp(core, settings)
@@ -123,7 +129,7 @@ async def start_gateway(
     maintainer.start()
     publisher = loop.create_task(_publish(app)) if settings.metrics_dir else None
     return RunningGateway(
-        core, app, server, host, bound, maintainer, settings.shutdown_timeout_s, publisher
+        core, app, server, host, bound, maintainer, settings.shutdown_timeout_s, publisher, sharing
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from trafficmgr.requestpath.shared.config import SharingConfig
 from trafficmgr.requestpath.tokens import TokenLimits
 from trafficmgr.routing.picker import DEFAULT_STRATEGY
 
@@ -49,3 +50,5 @@ class RequestPathConfig:
     # cache sizes, lookups in flight, failures per client (``tokens``); the TTLs above win
     token_limits: TokenLimits = field(default_factory=TokenLimits)
     report_batch: int = 1000  # completions reported per source call
+    # the state shared with the other processes (``shared``); None: this process decides alone
+    sharing: SharingConfig | None = None

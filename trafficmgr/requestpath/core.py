@@ -26,15 +26,16 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from trafficmgr.contracts import Completion
+from trafficmgr.contracts import Completion, SharedBlocks, SharedProcess
 from trafficmgr.requestpath.admission import AdmissionQueue
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.inflight import Ledger, Ticket
 from trafficmgr.requestpath.learning import Learner
 from trafficmgr.requestpath.outlier import EjectionPolicy, OutlierDetector
 from trafficmgr.requestpath.parse import parse_info
-from trafficmgr.requestpath.regionview import Gate
+from trafficmgr.requestpath.regionview import Gate, PrefixIndex
 from trafficmgr.requestpath.routing import Router
+from trafficmgr.requestpath.shared.merge import Merged, Sharing, merge_blocks, own_part
 from trafficmgr.requestpath.snapshot import Snapshot, StaticTables, read_snapshot
 from trafficmgr.requestpath.source import ControlPlane
 from trafficmgr.requestpath.tokens import ShapedTokens, TokenGate, plausible
@@ -101,6 +102,9 @@ class RequestPath:
         self._locations: dict[str, ClientLocation] = {}
         self._usable: set[str] | None = None
         self.rejects: dict[str, int] = {}
+        # told of every routed request (the shared state's publisher counts them; no I/O)
+        self.on_decided: Callable[[], None] | None = None
+        self.sharing: Sharing | None = None  # the shared state's publisher, for reports
 
     # --- control-plane view ---------------------------------------------------------------
 
@@ -134,7 +138,9 @@ class RequestPath:
             beats = snap.beats.get(view.region.name, {})
             self.learner.learn_heartbeats(view.region, beats)
             received = {name: hb.received_at for name, hb in beats.items()}
-            view.note_reports(before.get(view.region.name), self.ledger, received)
+            view.note_reports(
+                before.get(view.region.name), self.ledger, received, self._gate.running
+            )
         if self._usable is not None:
             for name in usable - self._usable:
                 self.outlier.joined(name, now)
@@ -204,6 +210,8 @@ class RequestPath:
         ticket = _ticket(result.handle)
         ticket.request_id = info.request_id
         ticket.identity = info.identity.name if info.identity else None
+        if self.on_decided is not None:
+            self.on_decided()
         # a constructor call: ``dataclasses.replace`` costs several times more per request
         return Plan(
             result.model,
@@ -340,6 +348,64 @@ class RequestPath:
             if endpoint in self._gate.drained:
                 self._gate.drained.discard(endpoint)
                 self.outlier.joined(endpoint, self._clock())
+
+    # --- shared state (``requestpath.shared``; called by its publisher, off the path) -----
+
+    def share_blocks(self) -> None:
+        """Collect the prompt blocks sent from now on, for the other processes."""
+        with self._lock:
+            if self._gate.outbox is None:
+                self._gate.outbox = {}
+
+    def own_part(self, pid: str, wall: float) -> tuple[SharedProcess, SharedBlocks]:
+        """Return this process's part of the shared state and the blocks sent since last."""
+        with self._lock:
+            now = self._clock()
+            to_wall = wall - now
+            flight = [(n, f.running, f.prefill, f.decode) for n, f in self.ledger.endpoints()]
+            ejected = {
+                n: (until + to_wall, probing)
+                for n, (until, probing) in self.outlier.own_ejections().items()
+            }
+            ramps = {
+                n: since + to_wall
+                for n, since in self.outlier.ramps(now, self._gate.slow_start_s).items()
+            }
+            blocks = self._gate.outbox or {}
+            if self._gate.outbox is not None:
+                self._gate.outbox = {}
+        return own_part(pid, wall, flight, ejected, ramps), blocks
+
+    def merge_shared(
+        self, merged: Merged, wall: float, batches: list[tuple[str, SharedBlocks]], pid: str
+    ) -> None:
+        """Take the other processes' parts (``merge_parts``) and blocks into this view."""
+        with self._lock:
+            now = self._clock()
+            to_mono = now - wall
+            self._gate.peers = merged.flight
+            for name, (until, probing) in merged.ejected.items():
+                self.outlier.adopt(name, until + to_mono, probing, now)
+            self.outlier.release_adopted(set(merged.ejected), now)
+            for name, since in merged.ramps.items():
+                if not self.outlier.ejected(name, now):
+                    self.outlier.ramp_from(name, since + to_mono)
+            merge_blocks(batches, pid, self._add_blocks)
+
+    def _add_blocks(self, endpoint: str, hashes: list[int]) -> None:
+        index = self._gate.prefixes.get(endpoint)
+        if index is None:
+            if self._snapshot is not None and endpoint not in self._snapshot.endpoints:
+                return  # not in this fleet: foreign or stale, not remembered
+            limit = self.config.prefix_blocks_per_endpoint
+            index = self._gate.prefixes[endpoint] = PrefixIndex(limit)
+        index.add(hashes)
+
+    def forget_peers(self) -> None:
+        """Decide from this process's own view alone (the shared state is out of reach)."""
+        with self._lock:
+            self._gate.peers = {}
+            self.outlier.release_adopted(set(), self._clock())
 
     def in_flight(self) -> dict[str, int]:
         """Return this process's requests in flight per endpoint."""

@@ -17,6 +17,11 @@ Slow start: an endpoint that joins the fleet, returns from ejection or becomes e
 (healthy, active, weight above 0) ramps from ``floor`` to full share over ``slow_start_s``:
 each pick offers it to the picker with that probability (Envoy's linear ramp, aggression 1).
 The ramp and the draw are the engine's (``routing.slowstart``), which ``/route`` applies too.
+
+Shared with the other processes (``requestpath.shared``): an ejection another process made is
+adopted here until the same moment (``adopt``), a half-open endpoint another process is
+probing is not probed here too, an adopted ejection the others no longer report ends
+(``release_adopted``, then slow start), and a ramp that began later elsewhere restarts here.
 """
 
 from __future__ import annotations
@@ -29,7 +34,16 @@ from trafficmgr.routing import slowstart
 
 
 class _Endpoint:
-    __slots__ = ("ejected_until", "ejections", "failures", "last_failure", "probing", "since")
+    __slots__ = (
+        "adopted",
+        "ejected_until",
+        "ejections",
+        "failures",
+        "last_failure",
+        "peer_probing",
+        "probing",
+        "since",
+    )
 
     def __init__(self) -> None:
         self.failures = 0
@@ -38,6 +52,8 @@ class _Endpoint:
         self.probing = False  # a half-open probe is in flight
         self.last_failure = -math.inf
         self.since = -math.inf  # when it last became eligible (slow start)
+        self.adopted = False  # the ejection is another process's (shared state)
+        self.peer_probing = False  # another process is probing it half-open
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +91,7 @@ class OutlierDetector:
         state = self._state.get(name)
         if state is None or state.ejected_until <= 0.0:
             return True
-        return now >= state.ejected_until and not state.probing
+        return now >= state.ejected_until and not state.probing and not state.peer_probing
 
     def ejected(self, name: str, now: float) -> bool:
         """Tell whether the endpoint is ejected (not yet half-open)."""
@@ -102,6 +118,7 @@ class OutlierDetector:
         state.failures = 0
         if state.ejected_until > 0.0 and now >= state.ejected_until:
             state.ejected_until, state.probing, state.since = 0.0, False, now
+            state.adopted = False
         if now - state.last_failure > self.policy.longest_s:
             state.ejections = 0  # healthy for a long while: the next ejection starts short
 
@@ -147,6 +164,46 @@ class OutlierDetector:
         if state is None:
             return 1.0
         return slowstart.ramp(now - state.since, slow_start_s, floor)
+
+    def adopt(self, name: str, until: float, probing: bool, now: float) -> None:
+        """Take another process's ejection of ``name`` (until ``until``, this clock)."""
+        state = self._get(name)
+        state.peer_probing = probing
+        if until <= now:
+            return  # half-open there: this process's own state decides
+        if state.ejected_until <= 0.0 or state.adopted:
+            state.adopted = True
+            state.ejected_until = until
+        elif until > state.ejected_until:
+            state.ejected_until = until
+
+    def release_adopted(self, reported: set[str], now: float) -> None:
+        """End the adopted ejections and peer probes the others no longer report."""
+        for name, state in self._state.items():
+            if name in reported:
+                continue
+            state.peer_probing = False
+            if state.adopted:
+                state.adopted, state.ejected_until, state.probing = False, 0.0, False
+                state.since = now
+
+    def own_ejections(self) -> dict[str, tuple[float, bool]]:
+        """Return this process's own ejections: endpoint → (until, a probe in flight)."""
+        return {
+            n: (s.ejected_until, s.probing)
+            for n, s in self._state.items()
+            if s.ejected_until > 0.0 and not s.adopted
+        }
+
+    def ramp_from(self, name: str, since: float) -> None:
+        """Restart the endpoint's slow start at ``since`` when it began later than here."""
+        state = self._get(name)
+        if since > state.since:
+            state.since = since
+
+    def ramps(self, now: float, slow_start_s: float) -> dict[str, float]:
+        """Return the endpoints in their slow start here: endpoint → when it began."""
+        return {n: s.since for n, s in self._state.items() if 0.0 <= now - s.since < slow_start_s}
 
     def ejected_names(self) -> list[str]:
         """Return the endpoints ejected or half-open."""

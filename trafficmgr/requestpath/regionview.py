@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from trafficmgr.requestpath.inflight import Ledger
 from trafficmgr.requestpath.outlier import OutlierDetector
+from trafficmgr.requestpath.shared.merge import PeerFlight, with_peers
 from trafficmgr.routing.estimator import service_rates
 from trafficmgr.routing.picker import EndpointLoad, serves
 from trafficmgr.routing.reported import peers, with_own_flight
@@ -125,6 +126,16 @@ class Gate:
     slow_start_s: float
     slow_start_floor: float
     rng: random.Random = field(default_factory=random.Random)
+    # the other processes' in flight per endpoint (``shared``), replaced whole when merged
+    peers: dict[str, PeerFlight] = field(default_factory=dict)
+    # prompt blocks sent since the last publish, per endpoint (None: nothing is shared)
+    outbox: dict[str, list[int]] | None = None
+
+    def running(self, endpoint: str) -> int:
+        """Return the requests in flight on ``endpoint``: this process's plus the others'."""
+        peer = self.peers.get(endpoint)
+        own = self.ledger.running(endpoint)
+        return own if peer is None else own + peer[0]
 
 
 class RegionView:
@@ -148,9 +159,15 @@ class RegionView:
         self.peers = 0.0  # other processes like this one the heartbeats imply
 
     def note_reports(
-        self, previous: RegionView | None, ledger: Ledger, received: Mapping[str, float]
+        self,
+        previous: RegionView | None,
+        ledger: Ledger,
+        received: Mapping[str, float],
+        running: Callable[[str], int] | None = None,
     ) -> None:
-        """Remember this process's count on each endpoint when its heartbeat was first read."""
+        """Remember this process's count on each endpoint when its heartbeat was first read
+        (``running``: its count merged with the other processes', when they are shared)."""
+        count = running if running is not None else ledger.running
         old = previous.own_at_report if previous is not None else {}
         old_at = previous.received if previous is not None else {}
         for b in self.base:
@@ -160,7 +177,7 @@ class RegionView:
                 continue
             kept = old.get(name)
             same = kept is not None and old_at.get(name) == at
-            self.own_at_report[name] = kept if same and kept is not None else ledger.running(name)
+            self.own_at_report[name] = kept if same and kept is not None else count(name)
             self.received[name] = at
         own = sum(self.own_at_report.values())
         reported = sum(b.running + b.waiting for b in self.base if b.endpoint.name in self.received)
@@ -185,12 +202,15 @@ class RegionView:
         index = gate.prefixes.get(name)
         blocks = index.frozen(now) if index is not None else _NO_BLOCKS
         own = self.own_at_report.get(name)
-        if (flight is None or flight.running == 0) and not own:
-            running, prefill, decode, own = 0, 0.0, 0.0, None
-        elif flight is None:
+        if flight is None:
             running, prefill, decode = 0, 0.0, 0.0
         else:
             running, prefill, decode = flight.running, flight.prefill, flight.decode
+        peer = gate.peers.get(name)
+        if peer is not None:  # the other processes' requests count as this one's
+            running, prefill, decode = with_peers(running, prefill, decode, peer)
+        if running == 0 and not own:
+            running, prefill, decode, own = 0, 0.0, 0.0, None
         cached = self._combined.get(name)
         if cached is not None and cached.same(running, prefill, decode, own, blocks):
             return cached.load

@@ -204,7 +204,7 @@ class Router:
             ring = self._rings[key] = Ring(names)
         c = self.config.affinity_load_factor
         found = bounded_choice(
-            ring, session, [x.endpoint.name for x in loads], self.gate.ledger.running, c
+            ring, session, [x.endpoint.name for x in loads], self.gate.running, c
         )
         if found is None:
             return None
@@ -306,6 +306,13 @@ class Router:
                 limit = self.config.prefix_blocks_per_endpoint
                 index = self.gate.prefixes[endpoint] = PrefixIndex(limit)
             index.add(ticket.prefix_hashes)
+            outbox = self.gate.outbox
+            if outbox is not None:  # shared with the other processes at the next publish
+                sent = outbox.get(endpoint)
+                if sent is None:
+                    outbox[endpoint] = list(ticket.prefix_hashes)
+                elif len(sent) < self.config.prefix_blocks_per_endpoint:
+                    sent.extend(ticket.prefix_hashes)
 
     def _refusal(self, status: int, code: str, message: str) -> Refusal:
         return Refusal(status, code, message, self.config.retry_after_s)

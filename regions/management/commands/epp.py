@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 from typing import Any
 
@@ -22,6 +23,8 @@ from trafficmgr.epp.cli import (
 )
 from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath import RequestPath, RequestPathConfig
+from trafficmgr.requestpath.shared.config import sharing_from
+from trafficmgr.requestpath.shared.upkeep import SharedUpkeep, serve_metrics
 
 
 class Command(BaseCommand):
@@ -34,10 +37,14 @@ class Command(BaseCommand):
         try:
             settings = settings_from_args(argparse.Namespace(**options))
             tls = tls_from_args(argparse.Namespace(**options))
+            sharing = sharing_from(options, os.environ)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        core = RequestPath(DjangoControlPlane(), RequestPathConfig(region=options["region"]))
+        config = RequestPathConfig(region=options["region"], sharing=sharing)
+        core = RequestPath(DjangoControlPlane(), config)
         warn_unlocatable(core, settings)
+        if options.get("metrics_listen"):
+            serve_metrics(core, options["metrics_listen"], "trafficmgr_epp")
         asyncio.run(self._run(core, options["listen"], settings, tls))
 
     async def _run(
@@ -47,4 +54,8 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await serve(core, listen, settings, core.maintain, core.config.loads_ttl_s, stop, tls)
+        upkeep = SharedUpkeep(core)
+        try:
+            await serve(core, listen, settings, upkeep, core.config.loads_ttl_s, stop, tls)
+        finally:
+            await asyncio.to_thread(upkeep.stop)

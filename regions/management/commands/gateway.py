@@ -26,6 +26,7 @@ from trafficmgr.gateway.settings import (
 )
 from trafficmgr.requestpath import RequestPathConfig
 from trafficmgr.requestpath.credentials import add_secret_flags, upstream_key
+from trafficmgr.requestpath.shared.config import add_sharing_flags, sharing_from
 from trafficmgr.routing.picker import DEFAULT_STRATEGY, STRATEGIES
 
 
@@ -58,6 +59,7 @@ class Command(BaseCommand):
             choices=HTTP_SERVERS,
             help="the HTTP server under the routes: the project's own, or uvicorn",
         )
+        add_sharing_flags(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -67,6 +69,7 @@ class Command(BaseCommand):
                 options["upstream_key"], options["upstream_key_file"], os.environ
             )
             limits = client_limits(options)
+            sharing = sharing_from(options, os.environ)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if options["workers"] < 1 or options["max_body_bytes"] < 1:
@@ -82,7 +85,7 @@ class Command(BaseCommand):
         )
         for warning in warnings:
             self.stderr.write(f"warning: {warning}")
-        config = RequestPathConfig(default_strategy=options["strategy"])
+        config = RequestPathConfig(default_strategy=options["strategy"], sharing=sharing)
         connections.close_all()  # each worker opens its own after the fork
         serve(
             DjangoControlPlane,
