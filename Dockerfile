@@ -1,7 +1,10 @@
 # The request path's hot modules compiled with mypyc (the list: bench/compiled_env.sh), in a
 # stage with a C compiler; the image gets them beside the same sources (docs/gateway.md,
 # "Compiled request path").
-FROM python:3.11-slim AS compiled
+# PYTHON_IMAGE: the base of both stages; where no registry is reachable, a stand-in built
+# offline (scripts/podman/build-base-images.sh; docs/operations.md).
+ARG PYTHON_IMAGE=python:3.11-slim
+FROM ${PYTHON_IMAGE} AS compiled
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
@@ -12,7 +15,7 @@ COPY bench/compiled_env.sh bench/compiled_env.sh
 RUN pip install --no-cache-dir ".[dev]" \
     && MYPYC=mypyc COMPILED_DIR=out bash bench/compiled_env.sh
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
