@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterable
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Max
 
 from regions import conf
 from regions.alerts import watch
@@ -42,7 +42,7 @@ BATCH = 500
 
 def route_new_events(now: dt.datetime) -> int:
     """Notify the events stored since the last run; return how many notifications were made."""
-    cursor, _ = AlertCursor.objects.get_or_create(pk=1)
+    cursor = _cursor(now)
     events = list(Event.objects.filter(pk__gt=cursor.last_event_id).order_by("pk")[:BATCH])
     if not events:
         return 0
@@ -68,7 +68,7 @@ def route_loop_alerts(now: dt.datetime) -> int:
     if figures is None:
         return 0
     overran, last_at = figures
-    cursor, _ = AlertCursor.objects.get_or_create(pk=1)
+    cursor = _cursor(now)
     alerts = [watch.stall_alert(last_at, now)]
     if overran != cursor.ticks_overran:
         moved = AlertCursor.objects.filter(pk=1, ticks_overran=cursor.ticks_overran).update(
@@ -82,6 +82,18 @@ def route_loop_alerts(now: dt.datetime) -> int:
         if alert is not None and not silenced(alert, now):
             made += notify(alert, None, matching(channels, alert), now)
     return made
+
+
+def _cursor(now: dt.datetime) -> AlertCursor:
+    """Return the cursor row; the first one starts past the events older than the group
+    window: the history before alerts ever ran is not news."""
+    cursor = AlertCursor.objects.filter(pk=1).first()
+    if cursor is not None:
+        return cursor
+    old = now - dt.timedelta(seconds=conf.alerts_group_s())
+    start = Event.objects.filter(at__lt=old).aggregate(top=Max("pk"))["top"] or 0
+    cursor, _ = AlertCursor.objects.get_or_create(pk=1, defaults={"last_event_id": start})
+    return cursor
 
 
 def matching(channels: Iterable[AlertChannel], alert: Alert) -> list[AlertChannel]:

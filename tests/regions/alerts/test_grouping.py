@@ -96,3 +96,13 @@ def test_a_region_back_through_slow_start_is_told_as_recovered(channel: Any) -> 
     region_event("eu-west", "recovering", "healthy", seconds=40)
     route_new_events(at(41))
     assert [s[0] for s in sent()] == ["region_down", "failover", "region_recovered"]
+
+
+def test_history_from_before_alerts_first_ran_is_not_news(channel: Any) -> None:
+    from regions.alerts.notifier import route_new_events
+
+    channel("ops", url="http://127.0.0.1:9/x")
+    region_event("eu-west", "healthy", "down", seconds=0)  # a week before the first pass
+    region_event("us-east", "healthy", "down", seconds=7 * 86400 - 60)  # a minute before
+    route_new_events(at(7 * 86400))
+    assert sent() == [("region_down", "us-east", "", 0)]
