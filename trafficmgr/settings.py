@@ -249,6 +249,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "DrillStatusEnum": "regions.models.drills.DrillStatus",
+        "EventNameEnum": "regions.alerts.rules.EVENT_NAMES",
         "NotificationStatusEnum": "regions.models.alerts.NotificationStatus",
         "SeverityEnum": "regions.models.alerts.Severity",
     },

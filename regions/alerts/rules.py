@@ -14,21 +14,26 @@ from typing import Any
 
 from regions.models import Event, EventKind, Severity
 
-# The event names a channel may subscribe to (``events``), in the order the docs list them.
-EVENT_NAMES = (
-    "region_down",
-    "region_degraded",
-    "region_recovered",
-    "failover",
-    "endpoint_ejected",
-    "endpoint_recovered",
-    "drill_failed",
-    "forced_action",
-    "forced_apply",
-    "tick_overrun",
-    "loop_stalled",
-    "test",
-    *EventKind.values,
+# The event names a channel may subscribe to (``events``), in the order the docs list them
+# (``failover`` is both a rule's name and an event kind: once).
+EVENT_NAMES = tuple(
+    dict.fromkeys(
+        (
+            "region_down",
+            "region_degraded",
+            "region_recovered",
+            "failover",
+            "endpoint_ejected",
+            "endpoint_recovered",
+            "drill_failed",
+            "forced_action",
+            "forced_apply",
+            "tick_overrun",
+            "loop_stalled",
+            "test",
+            *EventKind.values,
+        )
+    )
 )
 _DOWN, _DEGRADED = "down", "degraded"
 

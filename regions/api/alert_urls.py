@@ -1,4 +1,4 @@
-"""Routes of the alerts API: channels by name, notifications by id.
+"""Routes of the alerts API: channels by name, notifications and silences by id.
 
 The actions take an optional trailing slash (``/alert-channels/{name}/test`` as the contract
 spells it, and ``.../test/``), like every other path of the API.
@@ -10,10 +10,12 @@ from django.urls import re_path
 from rest_framework.routers import SimpleRouter
 
 from regions.api.alert_views import AlertChannelViewSet, NotificationViewSet
+from regions.api.silence_views import SilenceViewSet
 
 router = SimpleRouter()
 router.register("alert-channels", AlertChannelViewSet, basename="alert-channel")
 router.register("notifications", NotificationViewSet, basename="notification")
+router.register("silences", SilenceViewSet, basename="silence")
 ACTIONS = {"alert-channel-test", "notification-acknowledge"}
 
 urlpatterns = [
