@@ -85,13 +85,16 @@ def envoy_epp(
     trusted_proxies: tuple[str, ...] = (),
     timeout_s: float = 600.0,
     cpu: str | None = procs.ROUTER_CPU,
+    epp_program: tuple[str, ...] = ("-m", "trafficmgr.epp"),
+    epp_env: dict[str, str] | None = None,
 ) -> Iterator[EnvoyEpp]:
     """Run the EPP and Envoy over ``fleet_file``; yield the pair once a request goes through.
 
     ``timeout_s`` bounds a request and each ext_proc message (the core may hold a request
     while every endpoint is full, as the gateway does), so slowed-down simulations are
     measured, not cut short; ``trusted_proxies`` ``("127.0.0.0/8",)`` takes the client's
-    ``X-Forwarded-For``.
+    ``X-Forwarded-For``. ``epp_program`` and ``epp_env`` run another EPP entry point or build
+    (``bench/epp_cpu.py``: a timed one, the compiled build).
     """
     fleet = load_fleet_file(str(fleet_file))
     epp_port, port, admin = procs.free_port(), procs.free_port(), procs.free_port()
@@ -107,14 +110,14 @@ def envoy_epp(
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "envoy.yaml"
         config.write_text(render(fleet, options))
-        epp_cmd = [sys.executable, "-m", "trafficmgr.epp", "--fleet", str(fleet_file),
+        epp_cmd = [sys.executable, *epp_program, "--fleet", str(fleet_file),
                    "--listen", options.epp, "--token", procs.TOKEN,
                    "--envoy-bootstrap", str(config),
                    *(a for p in trusted_proxies for a in ("--trusted-proxy", p))]  # fmt: skip
         envoy_cmd = [binary, "-c", str(config), "--concurrency", str(workers),
                      "--log-level", "error", "--base-id", str(admin),
                      "--disable-hot-restart"]  # fmt: skip
-        epp = procs.start(epp_cmd, cpu, Path(tmp) / "epp.log")
+        epp = procs.start(epp_cmd, cpu, Path(tmp) / "epp.log", epp_env)
         envoy = procs.start(envoy_cmd, cpu, Path(tmp) / "envoy.log")
         try:
             model = sorted(fleet.models())[0]

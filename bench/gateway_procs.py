@@ -53,9 +53,14 @@ def pinned(cmd: list[str], cpu: str | None) -> list[str]:
     return cmd
 
 
-def start(cmd: list[str], cpu: str | None, log: Path | None = None) -> subprocess.Popen[bytes]:
+def start(
+    cmd: list[str], cpu: str | None, log: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
-    return subprocess.Popen(pinned(cmd, cpu), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    environ = {**os.environ, **env} if env else None
+    return subprocess.Popen(
+        pinned(cmd, cpu), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=environ
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
