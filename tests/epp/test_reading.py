@@ -11,6 +11,7 @@ from google.protobuf.struct_pb2 import Struct
 
 from trafficmgr.epp.cli import add_arguments, settings_from_args
 from trafficmgr.epp.decision import Refusal, Usage
+from trafficmgr.epp.exchange import _status_and_type
 from trafficmgr.epp.request import (
     client_address,
     header_dict,
@@ -33,6 +34,20 @@ def test_headers_lowercased_and_repeats_joined() -> None:
         ]
     )
     assert header_dict(headers) == {"x-forwarded-for": "1.1.1.1,2.2.2.2"}
+
+
+def test_response_status_and_type_read_as_header_dict_reads_them() -> None:
+    headers = HeaderMap(
+        headers=[
+            HeaderValue(key=":status", raw_value=b"200"),
+            HeaderValue(key="Content-Type", value="text/event-stream"),
+            HeaderValue(key="content-type", raw_value=b"charset=utf-8"),
+            HeaderValue(key="x-other", raw_value=b"\xff"),
+        ]
+    )
+    full = header_dict(headers)
+    assert _status_and_type(headers) == (full[":status"], full["content-type"])
+    assert _status_and_type(HeaderMap()) == ("", "")
 
 
 def test_bearer_token() -> None:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from envoy.config.core.v3.base_pb2 import HeaderMap
 from envoy.extensions.filters.http.ext_proc.v3.processing_mode_pb2 import ProcessingMode
 from envoy.service.ext_proc.v3.external_processor_pb2 import ProcessingRequest, ProcessingResponse
 from google.protobuf.struct_pb2 import Struct
@@ -98,9 +99,13 @@ class Exchange:
             return await self._on_request_body(message)
         if kind == "request_trailers":
             return await self._on_request_trailers(message)
-        handler = getattr(self, f"_on_{kind}", None)
-        replies: list[ProcessingResponse] = handler(message) if handler is not None else []
-        return replies
+        if kind == "response_body":
+            return self._on_response_body(message)
+        if kind == "response_headers":
+            return self._on_response_headers(message)
+        if kind == "response_trailers":
+            return self._on_response_trailers(message)
+        return []
 
     def _out_of_order(self, kind: str) -> bool:
         """Whether a request message breaks the order Envoy keeps: headers once, first.
@@ -296,11 +301,11 @@ class Exchange:
             # not a response to a request this stream routed (or a second one): a peer
             # forging statuses or served endpoints reaches no accounting and no ejection
             return [wire.response_headers_response({})]
-        headers = header_dict(message.response_headers.headers)
+        status, content_type = _status_and_type(message.response_headers.headers)
         self._served = _served_endpoint(message)
-        self._outcome = _outcome_of(headers.get(":status", ""))
+        self._outcome = _outcome_of(status)
         self._report_attempts(self._plan)
-        streaming = "text/event-stream" in headers.get("content-type", "")
+        streaming = "text/event-stream" in content_type
         self._reader = ResponseReader(streaming)
         replies = [wire.response_headers_response(self._response_headers())]
         if message.response_headers.end_of_stream:
@@ -386,6 +391,22 @@ def _outcome_of(status: str) -> Outcome:
     if status.startswith("4"):
         return Outcome.CLIENT_ERROR
     return Outcome.SERVER_ERROR
+
+
+def _status_and_type(headers: HeaderMap) -> tuple[str, str]:
+    """A response's ``:status`` and ``content-type`` (repeats joined, as ``header_dict``
+    does), without reading its other headers."""
+    found: dict[str, str] = {}
+    for header in headers.headers:
+        key = header.key.lower()
+        if key in _RESPONSE_HEADERS_READ:
+            raw = header.raw_value
+            value = raw.decode("utf-8", "replace") if raw else header.value
+            found[key] = f"{found[key]},{value}" if key in found else value
+    return found.get(":status", ""), found.get("content-type", "")
+
+
+_RESPONSE_HEADERS_READ = frozenset((":status", "content-type"))
 
 
 def _served_endpoint(message: ProcessingRequest) -> str | None:

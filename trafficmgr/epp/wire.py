@@ -100,12 +100,12 @@ def request_headers_response(
     headers: Mapping[str, str], metadata: Struct | None = None
 ) -> ProcessingResponse:
     """Answer a request headers message, setting ``headers`` on the upstream request."""
-    response = ProcessingResponse(
-        request_headers=HeadersResponse(response=_request_common(headers))
+    if not headers and metadata is None:
+        return _CONTINUE_REQUEST_HEADERS
+    return ProcessingResponse(
+        request_headers=HeadersResponse(response=_request_common(headers)),
+        dynamic_metadata=metadata,
     )
-    if metadata is not None:
-        response.dynamic_metadata.CopyFrom(metadata)
-    return response
 
 
 def request_body_response(
@@ -121,16 +121,13 @@ def request_body_response(
     new body needs its ``content-length`` set to match, which the caller does.
     """
     if headers is None and metadata is None and body is None and not clear:
-        return ProcessingResponse(request_body=BodyResponse(response=CommonResponse()))
+        return _CONTINUE_REQUEST_BODY
     common = _request_common(headers)
     if body is not None:
         common.body_mutation.CopyFrom(BodyMutation(body=body))
     elif clear:
         common.body_mutation.CopyFrom(BodyMutation(clear_body=True))
-    response = ProcessingResponse(request_body=BodyResponse(response=common))
-    if metadata is not None:
-        response.dynamic_metadata.CopyFrom(metadata)
-    return response
+    return ProcessingResponse(request_body=BodyResponse(response=common), dynamic_metadata=metadata)
 
 
 def streamed_body(body: bytes, end_of_stream: bool, request: bool) -> Iterator[ProcessingResponse]:
@@ -156,7 +153,16 @@ def response_headers_response(headers: Mapping[str, str]) -> ProcessingResponse:
 
 def response_body_response() -> ProcessingResponse:
     """Let a streamed (not full-duplex) response body chunk through unchanged."""
-    return ProcessingResponse(response_body=BodyResponse(response=CommonResponse()))
+    return _CONTINUE_RESPONSE_BODY
+
+
+# The replies that change nothing, built once (every request sends some; gRPC only reads a
+# reply to serialize it, and nothing here changes one after building it)
+_CONTINUE_REQUEST_HEADERS = ProcessingResponse(
+    request_headers=HeadersResponse(response=CommonResponse())
+)
+_CONTINUE_REQUEST_BODY = ProcessingResponse(request_body=BodyResponse(response=CommonResponse()))
+_CONTINUE_RESPONSE_BODY = ProcessingResponse(response_body=BodyResponse(response=CommonResponse()))
 
 
 def trailers_response(request: bool) -> ProcessingResponse:
