@@ -15,6 +15,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+import uvloop
+
 from trafficmgr.epp.envoy_config import bootstrap_endpoints, check_listen
 from trafficmgr.epp.exchange import ExchangeSettings
 from trafficmgr.epp.server import ServerTls, serve
@@ -155,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     core = RequestPath(source, RequestPathConfig(region=args.region))
     warn_unlocatable(core, settings)
-    asyncio.run(_run(core, args.listen, settings, tls))
+    # uvloop: about a tenth less CPU per request under grpc.aio (bench/epp_cpu.py)
+    uvloop.run(_run(core, args.listen, settings, tls))
     return 0
 
 

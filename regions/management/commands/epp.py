@@ -12,6 +12,7 @@ import os
 import signal
 from typing import Any
 
+import uvloop
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from regions.decisions.source import DjangoControlPlane
@@ -45,7 +46,8 @@ class Command(BaseCommand):
         warn_unlocatable(core, settings)
         if options.get("metrics_listen"):
             serve_metrics(core, options["metrics_listen"], "trafficmgr_epp")
-        asyncio.run(self._run(core, options["listen"], settings, tls))
+        # uvloop: about a tenth less CPU per request under grpc.aio (bench/epp_cpu.py)
+        uvloop.run(self._run(core, options["listen"], settings, tls))
 
     async def _run(
         self, core: RequestPath, listen: str, settings: Any, tls: ServerTls | None
