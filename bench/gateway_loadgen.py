@@ -42,8 +42,8 @@ from typing import Any
 import aiohttp
 
 from trafficmgr.fleetfile import load_fleet_file
+from trafficmgr.geoip import Locator
 from trafficmgr.routing.decision import region_candidates
-from trafficmgr.routing.geo import Locator
 from trafficmgr.routing.prompt import BLOCK_TOKENS
 from trafficmgr.routing.residency import base_decision
 from trafficmgr.routing.table import static_table

@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from trafficmgr.geoip import default_database_path
 from trafficmgr.routing.estimator import service_rates
-from trafficmgr.routing.geo import default_database_path
 from trafficmgr.routing.types import Fleet
 from trafficmgr.sim.metrics import percentile, region_balance
 from trafficmgr.sim.traces import read_trace

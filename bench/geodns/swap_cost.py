@@ -37,7 +37,7 @@ def measure(code: Path, swaps: int) -> None:
     from trafficmgr.dns.config import ServerConfig
     from trafficmgr.dns.server import DnsServer
     from trafficmgr.fleetfile import load_fleet_file
-    from trafficmgr.routing.geo import Locator
+    from trafficmgr.geoip import Locator
 
     plan = make_plan(FLEET)
     mix = QueryMix(names=tuple(f"{label}.{plan.zone}" for label in plan.names))

@@ -30,8 +30,8 @@ from regions.access.tokens import API_PREFIX
 from regions.fleet import snapshot
 from regions.models import ApiToken, Role
 from trafficmgr.contracts import Completion, StreamEntry
+from trafficmgr.geoip import Locator
 from trafficmgr.requestpath import ClientIdentity
-from trafficmgr.routing.geo import Locator
 from trafficmgr.routing.types import ClientLocation, Fleet, Heartbeat, RoutingTable
 
 _locator: Locator | None = None

@@ -3,16 +3,26 @@
 Each product module belongs to a unit (a package per concept, or a top-level module) and each
 unit to a layer. Imports run downwards only:
 
-    entry points → regions.api → features → configuration → infrastructure → engine
+    entry points → regions.api → features → configuration → infrastructure
+        → harness → processes → libraries → runtime → engine
 
 - a module may import its own unit, or any unit of a lower layer;
+- the engine is its core, ``trafficmgr.routing`` (pure decisions), which imports nothing but
+  itself and the standard library, and the units that read and write its values
+  (``trafficmgr.contracts``, ``trafficmgr.fleetfile``, ``trafficmgr.geoip``), which import
+  nothing of the product but the core;
+- the runtime (``trafficmgr.runtime``: environment, heap, process helpers) imports no unit;
+- libraries (the request-path core, the simulator) never import each other;
+- processes (DNS server, gateway, endpoint picker, simulated server, agent) never import a
+  sibling process: what two of them share lives in a library, the runtime or the engine;
+- the harness (the local deployments' launchers, the testing package) is imported only by
+  the benchmarks (and the test suite), never by the product;
 - features (``loop``, ``decisions``, ``drills``, ``alerts``) and configuration (``access``,
   ``fleet``) never import a sibling of their own layer: what two of them share lives lower down;
-- the engine and the standalone processes (DNS server, simulator, simulated server, gateway,
-  endpoint picker, agent, the local deployments' launchers) never import ``regions`` or
-  ``dashboard``;
+- everything below infrastructure runs without the Django app: it never imports ``regions``,
+  ``dashboard`` or Django's settings modules (they are all higher);
 - neither the product nor the benchmarks (``bench/``) import the test suite (``tests``): what
-  a benchmark shares with the tests lives in the product (``trafficmgr.topology``);
+  a benchmark shares with the tests lives in the harness;
 - no import cycle between modules, counting imports inside functions (hiding one there is
   still a cycle).
 
@@ -34,26 +44,49 @@ SOURCES = ("regions", "dashboard", "trafficmgr", "agents", "bench")
 # Imported by none of SOURCES: the test suite.
 TESTS = "tests"
 
-ENGINE, INFRA, CONFIG, FEATURE, API, ENTRY = range(6)
-LAYER_NAMES = ("engine", "infrastructure", "configuration", "feature", "api", "entry point")
+(ENGINE, RUNTIME, LIBRARY, PROCESS, HARNESS, INFRA, CONFIG, FEATURE, API, ENTRY) = range(10)
+LAYER_NAMES = (
+    "engine",
+    "runtime",
+    "library",
+    "process",
+    "harness",
+    "infrastructure",
+    "configuration",
+    "feature",
+    "api",
+    "entry point",
+)
 # Layers whose units may import each other (without cycles); the others' siblings may not.
-OPEN_LAYERS = {ENGINE, INFRA, ENTRY}
+OPEN_LAYERS = {HARNESS, INFRA, ENTRY}
+# The engine's core: the engine's other units may import it, and it imports nothing but itself
+# and the standard library.
+ENGINE_CORE = "trafficmgr.routing"
+# Who may import the harness besides the harness itself (and the test suite, not walked here).
+HARNESS_USERS = {"bench"}
 
 # Longest prefix wins. Everything under regions/ and dashboard/ must be listed.
 UNITS: dict[str, int] = {
-    # the engine, the shared contracts and the processes that run without the Django app
+    # the engine: pure decisions (the core), the cross-process contract, the fleet file, and
+    # the GeoIP reader that turns an address into the engine's ClientLocation
     "trafficmgr.routing": ENGINE,
     "trafficmgr.contracts": ENGINE,
     "trafficmgr.fleetfile": ENGINE,
-    "trafficmgr.runtime": ENGINE,
-    "trafficmgr.dns": ENGINE,
-    "trafficmgr.sim": ENGINE,
-    "trafficmgr.simserver": ENGINE,
-    "trafficmgr.requestpath": ENGINE,
-    "trafficmgr.gateway": ENGINE,
-    "trafficmgr.epp": ENGINE,
-    "trafficmgr.topology": ENGINE,
-    "agents": ENGINE,
+    "trafficmgr.geoip": ENGINE,
+    # what a serving process needs of its host
+    "trafficmgr.runtime": RUNTIME,
+    # libraries the processes and the app build on
+    "trafficmgr.requestpath": LIBRARY,
+    "trafficmgr.sim": LIBRARY,
+    # the processes that run without the Django app
+    "trafficmgr.dns": PROCESS,
+    "trafficmgr.gateway": PROCESS,
+    "trafficmgr.epp": PROCESS,
+    "trafficmgr.simserver": PROCESS,
+    "agents": PROCESS,
+    # what starts deployments and fixtures for the tests and the benchmarks
+    "trafficmgr.topology": HARNESS,
+    "trafficmgr.testing": HARNESS,
     # infrastructure of the app
     "regions.models": INFRA,
     "regions.errors": INFRA,
@@ -96,7 +129,7 @@ UNITS: dict[str, int] = {
     "bench": ENTRY,
 }
 # Units that must not import the Django app at all (they run in processes without it).
-STANDALONE = {u for u, layer in UNITS.items() if layer == ENGINE}
+STANDALONE = {u for u, layer in UNITS.items() if layer < INFRA}
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,19 +214,80 @@ def direction_violations(found: list[Import]) -> list[str]:
                 f"{i.source}:{i.line}: {unit_of(i.source)} imports the test suite {i.target}"
             )
             continue
-        su, tu = unit_of(i.source), unit_of(i.target)
-        sl, tl = UNITS[su], UNITS[tu]
-        if su == tu or tl < sl or (tl == sl and sl in OPEN_LAYERS):
-            if su in STANDALONE and tu.split(".")[0] in ("regions", "dashboard"):
-                pass  # unreachable: those are higher layers, reported below
-            continue
-        why = (
-            f"{LAYER_NAMES[sl]} {su} imports its sibling {tu}"
-            if tl == sl
-            else f"{LAYER_NAMES[sl]} {su} imports {LAYER_NAMES[tl]} {tu}"
-        )
-        out.append(f"{i.source}:{i.line}: {why}")
+        why = _against(unit_of(i.source), unit_of(i.target))
+        if why:
+            out.append(f"{i.source}:{i.line}: {why}")
     return sorted(set(out))  # one line per import statement, however many names it takes
+
+
+def _against(su: str, tu: str) -> str | None:
+    """Why unit ``su`` may not import unit ``tu``, or None when it may."""
+    sl, tl = UNITS[su], UNITS[tu]
+    if su == tu:
+        return None
+    if su == ENGINE_CORE:
+        return f"the engine's core {su} imports {tu}"
+    if tl == HARNESS and sl != HARNESS and su not in HARNESS_USERS:
+        return f"{LAYER_NAMES[sl]} {su} imports the harness {tu}"
+    if tl < sl or (tl == sl and (sl in OPEN_LAYERS or tu == ENGINE_CORE)):
+        return None
+    if tl == sl:
+        return f"{LAYER_NAMES[sl]} {su} imports its sibling {tu}"
+    return f"{LAYER_NAMES[sl]} {su} imports {LAYER_NAMES[tl]} {tu}"
+
+
+def foreign_imports(units: set[str], allowed: frozenset[str]) -> list[str]:
+    """Return every import by a module of ``units`` of a top-level name not in ``allowed``.
+
+    Product modules count by their unit (``trafficmgr.routing``), anything else by its first
+    name (``django``); the standard library is always allowed.
+    """
+    known = modules()
+    out = []
+    for module, path in known.items():
+        if unit_of(module) not in units:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                target = _resolve(name, known)
+                what = unit_of(target) if target else name.split(".")[0]
+                if what not in allowed and what not in sys.stdlib_module_names:
+                    out.append(f"{module}:{node.lineno}: {unit_of(module)} imports {name}")
+    return sorted(set(out))
+
+
+# The engine's core imports nothing but itself and the standard library.
+CORE_ALLOWED = frozenset({ENGINE_CORE})
+# What runs without the Django app imports none of its frameworks.
+DJANGO_WORLD = ("django", "rest_framework", "channels", "daphne", "celery", "corsheaders")
+
+
+def django_imports() -> list[str]:
+    """Return every import of the Django app's frameworks by a unit that runs without it."""
+    known = modules()
+    out = []
+    for module, path in known.items():
+        if unit_of(module) not in STANDALONE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module
+                else []
+            )
+            for name in names:
+                if name.split(".")[0] in DJANGO_WORLD:
+                    out.append(f"{module}:{node.lineno}: {unit_of(module)} imports {name}")
+    return sorted(set(out))
 
 
 def cycles(found: list[Import]) -> list[list[str]]:
@@ -249,7 +343,11 @@ def report() -> int:
             lines = sum(len(known[m].read_text().splitlines()) for m in by_unit[unit])
             print(f"  {unit:32} {len(by_unit[unit]):3} modules {lines:6} lines")
     found = all_imports()
-    problems = direction_violations(found)
+    problems = [
+        *direction_violations(found),
+        *foreign_imports({ENGINE_CORE}, CORE_ALLOWED),
+        *django_imports(),
+    ]
     loops = cycles(found)
     for p in problems:
         print("against the direction:", p)

@@ -33,6 +33,48 @@ def test_the_walk_sees_an_import_against_the_direction() -> None:
     )
 
 
+def test_the_engine_core_imports_nothing_but_itself_and_the_standard_library() -> None:
+    assert layers.foreign_imports({layers.ENGINE_CORE}, layers.CORE_ALLOWED) == []
+
+
+def test_nothing_that_runs_without_the_django_app_imports_its_frameworks() -> None:
+    assert layers.django_imports() == []
+
+
+def test_the_lower_layers_are_closed() -> None:
+    def problem(source: str, target: str) -> list[str]:
+        return layers.direction_violations([layers.Import(source, target, 1, False)])
+
+    # the engine imports no library, process or harness, and its core nothing of the product
+    assert problem("trafficmgr.routing.picker", "trafficmgr.gateway.app")
+    assert problem("trafficmgr.routing.table", "trafficmgr.fleetfile.read")
+    assert problem("trafficmgr.routing.table", "trafficmgr.runtime.env")
+    # the engine's other units import its core, not each other
+    assert not problem("trafficmgr.contracts", "trafficmgr.routing.types")
+    assert problem("trafficmgr.contracts", "trafficmgr.fleetfile.read")
+    # a library imports no process and no sibling library
+    assert problem("trafficmgr.requestpath.core", "trafficmgr.epp.decision")
+    assert problem("trafficmgr.sim.run", "trafficmgr.requestpath.core")
+    # a process imports libraries, the runtime and the engine, never a sibling process
+    assert not problem("trafficmgr.simserver.engine", "trafficmgr.sim.des")
+    assert not problem("trafficmgr.gateway.metrics", "trafficmgr.runtime.procs")
+    assert problem("trafficmgr.gateway.app", "trafficmgr.epp.decision")
+    assert problem("agents.push", "trafficmgr.dns.server")
+    # only the benchmarks (and the tests) import the harness
+    assert not problem("bench.dashboard_ws", "trafficmgr.topology.liveserver")
+    assert problem("regions.management.commands.demo", "trafficmgr.topology.cluster")
+    assert problem("trafficmgr.gateway.app", "trafficmgr.topology.cluster")
+
+
+def test_the_walk_sees_the_engine_core_import_a_package() -> None:
+    found = [
+        *layers.foreign_imports({"trafficmgr.routing"}, frozenset()),
+        *layers.foreign_imports({"trafficmgr.fleetfile"}, layers.CORE_ALLOWED),
+    ]
+    assert any("trafficmgr.routing imports trafficmgr.routing." in p for p in found)
+    assert any("trafficmgr.fleetfile imports yaml" in p for p in found)
+
+
 def test_the_walk_sees_a_cycle() -> None:
     a = layers.Import("regions.fleet.plan", "regions.fleet.writer", 1, False)
     b = layers.Import("regions.fleet.writer", "regions.fleet.plan", 2, True)

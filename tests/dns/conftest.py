@@ -12,7 +12,7 @@ from tests.dns.world import CITY_DB, FLEET_FILE, need_geoip, quiet_config
 from trafficmgr.dns.config import ServerConfig
 from trafficmgr.dns.server import DnsServer
 from trafficmgr.fleetfile import load_fleet_file
-from trafficmgr.routing.geo import Locator
+from trafficmgr.geoip import Locator
 from trafficmgr.routing.types import Fleet, UnlocatedClients
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 from trafficmgr.fleetfile import load_fleet_file
-from trafficmgr.routing.geo import Locator
+from trafficmgr.geoip import Locator
 from trafficmgr.routing.residency import allowed_regions
 from trafficmgr.routing.types import Fleet
 

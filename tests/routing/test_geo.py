@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from trafficmgr.geoip import Locator
 from trafficmgr.routing.countries import CENTROID_OF, CONTINENT_OF
 from trafficmgr.routing.geo import (
     BASE_RTT_MS,
-    Locator,
     continent_location,
     country_location,
     distance_km,

@@ -7,7 +7,7 @@ import ipaddress
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafficmgr.routing.geo import _cache_key
+from trafficmgr.geoip.locator import _cache_key
 
 OCTETS = st.one_of(
     st.integers(0, 300).map(str),

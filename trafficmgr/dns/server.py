@@ -54,7 +54,7 @@ EXIT_STUCK = 70  # EX_SOFTWARE: the server could not stop cleanly
 
 def open_locator(path: str | None) -> Locating | None:
     """Open the engine's GeoIP locator; None (everyone in the default zone) if impossible."""
-    from trafficmgr.routing.geo import Locator
+    from trafficmgr.geoip import Locator
 
     try:
         return Locator(path)

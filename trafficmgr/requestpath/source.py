@@ -22,9 +22,9 @@ from typing import Protocol, runtime_checkable
 
 from trafficmgr.contracts import Completion, StreamEntry
 from trafficmgr.fleetfile import load_fleet_file
+from trafficmgr.geoip import Locator
 from trafficmgr.requestpath.tokens import plausible
 from trafficmgr.requestpath.types import ClientIdentity
-from trafficmgr.routing.geo import Locator
 from trafficmgr.routing.types import ClientLocation, Fleet, Heartbeat, RoutingTable
 
 Locate = Callable[[str], ClientLocation]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from typing_extensions import dataclass_transform
+    from typing import dataclass_transform
 
     @dataclass_transform(frozen_default=True)
     def value(cls: type[T]) -> type[T]: ...
