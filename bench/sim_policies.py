@@ -2,11 +2,15 @@
 
 Run: .venv/bin/python bench/sim_policies.py [--fleet examples/fleet.yaml]
          [--loads 0.6,0.8,0.9] [--traces A,B] [--region NAME] [--speed]
-         [--gateways 1,4] [--omniscient]
+         [--gateways 1,4] [--shared] [--seeds 0,1,2] [--json OUT] [--omniscient]
 
 The pickers see what production gives a gateway process: its own requests in flight and the
 heartbeats of the last tick (``trafficmgr/sim/gateways.py``); ``--gateways 1,4`` runs each
 cell once per count of gateway processes, each seeing its own share of the requests.
+``--shared`` runs each count of gateway processes a second time with their state shared as
+production shares it through Redis (``SharedModel``: published every 5 ms, merged one round
+trip later, the same merge code); ``--seeds`` repeats every cell per seed; ``--json OUT`` writes
+one row per cell (ai_aware's and the oracle's P99 and their ratio) with the command.
 ``--omniscient`` adds a run where every picker sees every server's exact state: the upper
 bound the table was measured under before.
 
@@ -29,6 +33,8 @@ examples/fleet-homogeneous.yaml``.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +42,7 @@ from typing import Any
 
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.routing.types import ClientShare, Fleet
+from trafficmgr.sim.gateways import SharedModel
 from trafficmgr.sim.metrics import coefficient_of_variation
 from trafficmgr.sim.run import DEFAULT_POLICIES, RunResult, simulate
 from trafficmgr.sim.traces import Trace, TraceRequest, read_trace
@@ -171,6 +178,13 @@ def main() -> None:
         "--gateways", default="1", help="comma-separated counts of gateway processes"
     )
     parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="also run each gateway count with the shared request-path state",
+    )
+    parser.add_argument("--seeds", help="comma-separated seeds (default: --seed)")
+    parser.add_argument("--json", help="write one row per cell here")
+    parser.add_argument(
         "--omniscient",
         action="store_true",
         help="also run the upper bound: pickers see every server's exact state",
@@ -184,6 +198,12 @@ def main() -> None:
         (f"{n} gateway{'s' if n != 1 else ''}", {"gateways": n})
         for n in (int(x) for x in args.gateways.split(","))
     ]
+    if args.shared:
+        views = [
+            v
+            for label, view in views
+            for v in ((label, view), (f"{label} shared", {**view, "shared": SharedModel()}))
+        ]
     if args.omniscient:
         views.append(("omniscient (upper bound)", {"omniscient": True}))
     if args.speed:
@@ -194,19 +214,46 @@ def main() -> None:
         print(f"{len(trace.requests)} requests x {len(policies)} policies: {seconds:.1f} s")
         print_run(result.document, seconds)
         return
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    rows: list[dict[str, Any]] = []
     for path in args.traces.split(","):
         trace = read_trace(path)
         for load in (float(x) for x in args.loads.split(",")):
-            for label, view in views:
-                t0 = time.perf_counter()
-                result = simulate(fleet, trace, policies, load=load, seed=args.seed, **view)
-                print(
-                    f"\n{Path(path).name}  load {load}  {label}  ({len(trace.requests)} "
-                    f"requests, {result.document['trace']['simulated_duration_s']:.0f} s "
-                    "simulated)"
-                )
-                print_run(result.document, time.perf_counter() - t0)
-                print_breakdown(result, fleet)
+            for seed in seeds:
+                for label, view in views:
+                    t0 = time.perf_counter()
+                    result = simulate(fleet, trace, policies, load=load, seed=seed, **view)
+                    print(
+                        f"\n{Path(path).name}  load {load}  seed {seed}  {label}  "
+                        f"({len(trace.requests)} requests, "
+                        f"{result.document['trace']['simulated_duration_s']:.0f} s simulated)"
+                    )
+                    print_run(result.document, time.perf_counter() - t0)
+                    print_breakdown(result, fleet)
+                    rows.append(cell_row(Path(path).name, load, seed, label, view, result))
+    if args.json:
+        command = "python bench/sim_policies.py " + " ".join(sys.argv[1:])
+        Path(args.json).write_text(json.dumps({"command": command, "cells": rows}, indent=1))
+
+
+def cell_row(
+    trace: str, load: float, seed: int, label: str, view: dict[str, Any], result: RunResult
+) -> dict[str, Any]:
+    """Return one cell's figures: ai_aware's and the oracle's P99, and their ratio."""
+    policies = result.document["policies"]
+    p99 = {n: p["latency_ms"]["p99"] for n, p in policies.items()}
+    ai, oracle = p99.get("ai_aware"), p99.get("oracle")
+    return {
+        "trace": trace,
+        "load": load,
+        "seed": seed,
+        "view": label,
+        "gateways": view.get("gateways"),
+        "shared": "shared" in view,
+        "omniscient": bool(view.get("omniscient")),
+        "p99_ms": p99,
+        "ai_aware_over_oracle": round(ai / oracle, 4) if ai and oracle else None,
+    }
 
 
 if __name__ == "__main__":

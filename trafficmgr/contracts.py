@@ -172,6 +172,25 @@ _shared_process = msgspec.json.Decoder(SharedProcess)
 _shared_blocks = msgspec.json.Decoder(SharedBlocks)
 
 
+def shared_part(
+    pid: str,
+    wall: float,
+    flight: Iterable[tuple[str, int, float, float]],
+    ejected: Mapping[str, tuple[float, bool]],
+    ramps: Mapping[str, float],
+) -> SharedProcess:
+    """Return a process's part: its in flight per endpoint (idle ones left out), its
+    ejections and its slow-start ramps, all in wall-clock seconds."""
+    return SharedProcess(
+        SHARED_LAYOUT,
+        pid,
+        wall,
+        {name: (n, p, d) for name, n, p, d in flight if n > 0},
+        dict(ejected),
+        dict(ramps),
+    )
+
+
 def encode_shared_process(state: SharedProcess) -> bytes:
     return _json.encode(state)
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from trafficmgr.contracts import Completion, SharedBlocks, SharedProcess
+from trafficmgr.contracts import Completion, SharedBlocks, SharedProcess, shared_part
 from trafficmgr.requestpath.admission import AdmissionQueue
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.inflight import Ledger, Ticket
@@ -35,7 +35,7 @@ from trafficmgr.requestpath.outlier import EjectionPolicy, OutlierDetector
 from trafficmgr.requestpath.parse import parse_info
 from trafficmgr.requestpath.regionview import Gate, PrefixIndex
 from trafficmgr.requestpath.routing import Router
-from trafficmgr.requestpath.shared.merge import Merged, Sharing, merge_blocks, own_part
+from trafficmgr.requestpath.shared.config import Sharing
 from trafficmgr.requestpath.snapshot import Snapshot, StaticTables, read_snapshot
 from trafficmgr.requestpath.source import ControlPlane
 from trafficmgr.requestpath.tokens import ShapedTokens, TokenGate, plausible
@@ -47,6 +47,7 @@ from trafficmgr.requestpath.types import (
     RequestInfo,
     Usage,
 )
+from trafficmgr.routing.sharedstate import Merged, merge_blocks
 from trafficmgr.routing.types import ClientLocation, Priority
 
 LOCATION_CACHE_SIZE = 65_536
@@ -374,7 +375,7 @@ class RequestPath:
             blocks = self._gate.outbox or {}
             if self._gate.outbox is not None:
                 self._gate.outbox = {}
-        return own_part(pid, wall, flight, ejected, ramps), blocks
+        return shared_part(pid, wall, flight, ejected, ramps), blocks
 
     def merge_shared(
         self, merged: Merged, wall: float, batches: list[tuple[str, SharedBlocks]], pid: str

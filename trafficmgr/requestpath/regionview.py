@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 
 from trafficmgr.requestpath.inflight import Ledger
 from trafficmgr.requestpath.outlier import OutlierDetector
-from trafficmgr.requestpath.shared.merge import PeerFlight, with_peers
 from trafficmgr.routing.estimator import service_rates
 from trafficmgr.routing.picker import EndpointLoad, serves
 from trafficmgr.routing.reported import peers, with_own_flight
+from trafficmgr.routing.sharedstate import PeerFlight, with_peers
 from trafficmgr.routing.slowstart import offered as slow_start_offer
 from trafficmgr.routing.types import AdminState, Region, RegionState
 

@@ -26,12 +26,12 @@ from trafficmgr.routing.picker import EndpointLoad
 from trafficmgr.routing.types import Fleet, GeoPoint, Request
 from trafficmgr.sim.control import EPOCH, GlobalLevel
 from trafficmgr.sim.faults import Fault
-from trafficmgr.sim.gateways import GatewayViews
+from trafficmgr.sim.gateways import GatewayViews, SharedModel
 from trafficmgr.sim.policies import Policy
 from trafficmgr.sim.server import EndpointServer, Job
 from trafficmgr.sim.workload import Workload
 
-FAULT_START, FAULT_END, TICK, SERVER, GATEWAY = 0, 1, 2, 3, 4
+FAULT_START, FAULT_END, TICK, SERVER, GATEWAY, PUBLISH, MERGE = 0, 1, 2, 3, 4, 5, 6
 PENDING, DONE, REJECTED = 0, 1, 2
 LATENCY_EWMA_ALPHA = 0.2
 DEFAULT_RTT_MS = 100.0  # a client whose country has no known centroid
@@ -89,14 +89,19 @@ class Simulation:
         progress: Callable[[float], None] | None = None,
         gateways: int = 1,
         omniscient: bool = False,
+        shared: SharedModel | None = None,
     ) -> None:
         self.fleet, self.workload, self.policy, self.progress = fleet, workload, policy, progress
         self.regions = [r.name for r in fleet.regions]
         self.region_index = {name: i for i, name in enumerate(self.regions)}
         self.servers, self.region_servers = build_servers(fleet, prefix_cache)
         self.views = (
-            None if omniscient else GatewayViews(fleet, self.region_servers, gateways, EPOCH, seed)
+            None
+            if omniscient
+            else GatewayViews(fleet, self.region_servers, gateways, EPOCH, seed, shared)
         )
+        # the shared state's cycles matter only to pickers that read the views
+        self.shared = shared if self.views is not None and policy.name != "oracle" else None
         self.global_level = GlobalLevel(fleet, seed)
         self.faults = faults
         self.region_down = [False] * len(self.regions)
@@ -159,6 +164,8 @@ class Simulation:
         reqs = self.workload.requests
         n, i, heap = len(reqs), 0, self.heap
         self._push(0.0, TICK, 0, 0)
+        if self.shared is not None:
+            self._push(0.0, PUBLISH, 0, 0)
         for k, fault in enumerate(self.faults):
             self._push(fault.start, FAULT_START, k, 0)
             if not math.isinf(fault.end):
@@ -169,6 +176,8 @@ class Simulation:
             TICK: self._tick,
             SERVER: self._server,
             GATEWAY: self._gateway,
+            PUBLISH: self._publish,
+            MERGE: self._merge,
         }
         now = 0.0
         while True:
@@ -182,7 +191,7 @@ class Simulation:
             if not heap:
                 break
             now, kind, _, a, b = heapq.heappop(heap)
-            if kind == TICK and i >= n and self.inflight == 0:
+            if kind in (TICK, PUBLISH) and i >= n and self.inflight == 0:
                 continue  # nothing left to report on
             handlers[kind](a, b, now)
         self.outcome.makespan_s = now
@@ -297,6 +306,16 @@ class Simulation:
         if self.progress is not None and reqs:
             self.progress(min(1.0, now / max(reqs[-1].send_at, 1e-9)))
         self._push(now + interval, TICK, 0, 0)
+
+    def _publish(self, _a: int, _b: int, now: float) -> None:
+        assert self.views is not None and self.shared is not None
+        self.views.publish(now)
+        self._push(now + self.shared.rtt_s, MERGE, 0, 0)
+        self._push(now + self.shared.interval_s, PUBLISH, 0, 0)
+
+    def _merge(self, _a: int, _b: int, now: float) -> None:
+        assert self.views is not None
+        self.views.install(now)
 
     def _fault_start(self, k: int, _b: int, now: float) -> None:
         fault = self.faults[k]

@@ -19,6 +19,13 @@ and slow start by the engine's ``slowstart`` rules for endpoints that come back.
 are assigned to the gateways round robin in arrival order; each has its own pickers, and
 they share what they learn from completions, as gateways do through the completions stream.
 
+``SharedModel`` (``Simulation(shared=...)``) models the shared request-path state
+(``trafficmgr.requestpath.shared``): every ``interval_s`` each gateway publishes its part (its
+in flight per endpoint, ``contracts.shared_part``) and the prompt blocks it sent since, and
+``rtt_s`` later every gateway merges the others' parts with the production merge
+(``routing.sharedstate``) under the same staleness bound. So a gateway's picker sees its own
+requests now and the others' as of the last publish it has read, never fresher.
+
 ``Simulation(omniscient=True)`` instead shows every picker every server's exact state at the
 instant of the pick, true prefix caches included: an upper bound no deployment has, kept to
 measure what the honest view costs.
@@ -29,16 +36,28 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 
+from trafficmgr.contracts import SharedBlocks, SharedProcess, shared_part
 from trafficmgr.routing.decision import build_loads
 from trafficmgr.routing.picker import EndpointLoad
 from trafficmgr.routing.reported import peers, with_own_flight
+from trafficmgr.routing.sharedstate import PeerFlight, merge_blocks, merge_parts, with_peers
 from trafficmgr.routing.slowstart import DEFAULT_FLOOR, offered, ramp
 from trafficmgr.routing.types import AdminState, Fleet, Heartbeat, RegionState, RoutingTable
 from trafficmgr.sim.server import EndpointServer
 
 PREFIX_BLOCKS_PER_ENDPOINT = 4096  # the gateway's default (``RequestPathConfig``)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedModel:
+    """The shared state as production runs it: publish period, Redis round trip, bound."""
+
+    interval_s: float = 0.005  # production's default (``requestpath.shared.config``)
+    rtt_s: float = 0.0005  # one pipelined round trip to Redis on a LAN
+    max_staleness_s: float = 1.0
 
 
 class GatewayViews:
@@ -51,6 +70,7 @@ class GatewayViews:
         gateways: int,
         epoch: float,
         seed: int = 0,
+        shared: SharedModel | None = None,
     ) -> None:
         if gateways < 1:
             raise ValueError(f"gateways: expected at least 1, got {gateways}")
@@ -69,6 +89,14 @@ class GatewayViews:
         self.peers: list[list[float]] = [[] for _ in range(gateways)]  # per gateway, region
         self._usable: set[str] | None = None
         self.rng = random.Random(seed * 104_729 + 3)
+        self.shared = shared
+        # shared: per gateway, per server index, the others' figures merged last; the blocks
+        # each sent since its last publish; the parts and blocks published, not yet read
+        self.peer_flight: list[dict[int, PeerFlight]] = [{} for _ in range(gateways)]
+        self.outbox: list[dict[str, list[int]]] = [{} for _ in range(gateways)]
+        self.published: list[tuple[list[SharedProcess], list[tuple[str, SharedBlocks]]]] = []
+        self.index_of = {s.endpoint.name: s.index for rs in region_servers for s in rs}
+        self.region_servers_flat = {s.index: s.endpoint.name for rs in region_servers for s in rs}
         self.refresh(None, {}, 0.0)
 
     def gateway_of(self, request_index: int) -> int:
@@ -106,8 +134,12 @@ class GatewayViews:
             self.peers[gateway] = []
             for servers, loads in zip(self.region_servers, base, strict=True):
                 own = 0
+                theirs = self.peer_flight[gateway]
                 for server in servers:
                     mine = server.flight(gateway)[0]
+                    peer = theirs.get(server.index)
+                    if peer is not None:  # as production's ``Gate.running``: own + others'
+                        mine += peer[0]
                     own += mine
                     if mine:
                         counts[server.index] = mine
@@ -129,6 +161,9 @@ class GatewayViews:
         slow = self.fleet.failover.slow_start_s
         for server, base in zip(self.region_servers[region], self.base[region], strict=True):
             running, prefill, decode = server.flight(gateway)
+            peer = self.peer_flight[gateway].get(server.index)
+            if peer is not None:
+                running, prefill, decode = with_peers(running, prefill, decode, peer)
             held = _leading(sent.get(server.index), hashes)
             load = base
             own = at_report.get(server.index, 0)
@@ -146,10 +181,45 @@ class GatewayViews:
                 full.append(load)
         return tuple(offered(full, ramping, self.rng.random) if ramping else full)
 
+    def publish(self, now: float) -> None:
+        """Every gateway publishes its part and the blocks it sent since (one cycle)."""
+        servers = [s for rs in self.region_servers for s in rs]
+        flights: list[list[tuple[str, int, float, float]]] = [[] for _ in range(self.count)]
+        for server in servers:
+            for gateway, (n, prefill, decode) in server.flights().items():
+                flights[gateway].append((server.endpoint.name, n, prefill, decode))
+        parts = [shared_part(str(g), now, flights[g], {}, {}) for g in range(self.count)]
+        batches = [(str(g), box) for g, box in enumerate(self.outbox) if box]
+        self.outbox = [{} for _ in range(self.count)]
+        self.published.append((parts, batches))
+
+    def install(self, now: float) -> None:
+        """Every gateway merges the oldest publish not yet read (``rtt_s`` after it)."""
+        if not self.published or self.shared is None:
+            return
+        parts, batches = self.published.pop(0)
+        for gateway in range(self.count):
+            pid = str(gateway)
+            merged = merge_parts(parts, pid, now, self.shared.max_staleness_s)
+            index = self.index_of
+            self.peer_flight[gateway] = {index[n]: f for n, f in merged.flight.items()}
+            merge_blocks(batches, pid, partial(self._remember, gateway))
+
+    def _remember(self, gateway: int, endpoint: str, hashes: list[int]) -> None:
+        self._add(gateway, self.index_of[endpoint], hashes)
+
     def sent(self, gateway: int, server: int, hashes: tuple[int, ...]) -> None:
         """Remember the prompt blocks ``gateway`` sent to ``server``."""
         if not hashes:
             return
+        if self.shared is not None:
+            name = self.region_servers_flat[server]
+            box = self.outbox[gateway].setdefault(name, [])
+            if len(box) < PREFIX_BLOCKS_PER_ENDPOINT:
+                box.extend(hashes)
+        self._add(gateway, server, hashes)
+
+    def _add(self, gateway: int, server: int, hashes: Sequence[int]) -> None:
         blocks = self.blocks[gateway].get(server)
         if blocks is None:
             blocks = self.blocks[gateway][server] = OrderedDict()

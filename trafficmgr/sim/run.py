@@ -13,6 +13,7 @@ from trafficmgr.routing.picker import STRATEGIES
 from trafficmgr.routing.types import Fleet
 from trafficmgr.sim.des import Outcome, Simulation
 from trafficmgr.sim.faults import Fault, check_faults
+from trafficmgr.sim.gateways import SharedModel
 from trafficmgr.sim.metrics import DEFAULT_SLO, Slo, summarise
 from trafficmgr.sim.policies import ORACLE, make_policy
 from trafficmgr.sim.traces import Trace
@@ -61,12 +62,14 @@ def simulate(
     progress: Callable[[str, float], None] | None = None,
     gateways: int = 1,
     omniscient: bool = False,
+    shared: SharedModel | None = None,
 ) -> RunResult:
     """Simulate every policy over the same workload and summarise them.
 
     ``gateways``: gateway processes, each picking from what production gives it (its own
     requests in flight and the heartbeats of the last tick); ``omniscient``: every picker
-    sees every server's exact state instead, an upper bound (``sim.gateways``).
+    sees every server's exact state instead, an upper bound (``sim.gateways``); ``shared``:
+    the gateways share their state as production does through Redis (``SharedModel``).
     """
     names = check_policies(policies)
     if gateways < 1:
@@ -87,27 +90,37 @@ def simulate(
             progress=report,
             gateways=gateways,
             omniscient=omniscient,
+            shared=shared,
         )
         outcomes[name] = sim.run()
         entries[name] = summarise(outcomes[name], workload, slo)
     document = {
         "load": round(load if load is not None else workload.load, 4),
         "trace": trace_summary(trace, workload, seed, faults)
-        | {"view": view_summary(fleet, gateways, omniscient)},
+        | {"view": view_summary(fleet, gateways, omniscient, shared)},
         "policies": entries,
     }
     return RunResult(document, outcomes, workload)
 
 
-def view_summary(fleet: Fleet, gateways: int, omniscient: bool) -> dict[str, Any]:
+def view_summary(
+    fleet: Fleet, gateways: int, omniscient: bool, shared: SharedModel | None = None
+) -> dict[str, Any]:
     """Say what the pickers were shown: gateway processes' own view, or the upper bound."""
     if omniscient:
         return {"kind": "omniscient", "note": "every server's exact state: an upper bound"}
-    return {
+    view: dict[str, Any] = {
         "kind": "gateways",
         "gateways": gateways,
         "heartbeat_interval_s": fleet.failover.heartbeat_interval_s,
     }
+    if shared is not None:
+        view["shared"] = {
+            "interval_s": shared.interval_s,
+            "rtt_s": shared.rtt_s,
+            "max_staleness_s": shared.max_staleness_s,
+        }
+    return view
 
 
 def trace_summary(

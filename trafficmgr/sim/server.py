@@ -270,6 +270,26 @@ class EndpointServer:
             cached_prefixes=frozenset(hashes[:held]) if held else frozenset(),
         )
 
+    def flights(self) -> dict[int, tuple[int, float, float]]:
+        """Return every gateway's ``flight`` here, in one pass over the requests."""
+        out: dict[int, list[float]] = {}
+        for queue in (self.waiting, self.prefill):
+            for job in queue:
+                f = out.get(job.gateway)
+                if f is None:
+                    f = out[job.gateway] = [0.0, 0.0, 0.0]
+                f[0] += 1
+                f[1] += job.input_tokens
+                f[2] += job.expected_output
+        v = self.vclock
+        for _, _, job in self.decoding:
+            f = out.get(job.gateway)
+            if f is None:
+                f = out[job.gateway] = [0.0, 0.0, 0.0]
+            f[0] += 1
+            f[2] += max(0.0, job.expected_output - 1 - (v - job.decode_from))
+        return {g: (int(f[0]), f[1], f[2]) for g, f in out.items()}
+
     def flight(self, gateway: int) -> tuple[int, float, float]:
         """Return one gateway's requests here as its ledger counts them: how many, prompt
         tokens before their first token, expected output tokens still to come."""

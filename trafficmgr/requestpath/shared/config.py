@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from trafficmgr.contracts import PREFIX
 
@@ -69,3 +69,9 @@ def sharing_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Shar
     if not 0 < interval <= staleness:
         raise ValueError(f"--shared-interval-ms: expected 0 < it <= the staleness, got {interval}")
     return SharingConfig(url, max_staleness_s=staleness, interval_s=interval)
+
+
+class Sharing(Protocol):
+    """What a front reports of the shared state (``store.SharedState``)."""
+
+    def status(self) -> dict[str, Any]: ...

@@ -49,7 +49,7 @@ from trafficmgr.contracts import (
 )
 from trafficmgr.requestpath.core import RequestPath
 from trafficmgr.requestpath.shared.config import SharingConfig
-from trafficmgr.requestpath.shared.merge import merge_parts
+from trafficmgr.routing.sharedstate import merge_parts
 
 log = logging.getLogger("trafficmgr.requestpath.shared")
 

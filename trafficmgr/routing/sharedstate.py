@@ -1,9 +1,11 @@
-"""The merge of the shared request-path state: what the other processes say, as one view.
+"""The merge of the shared request-path state: what the other deciding processes say, as one.
 
-Pure: no I/O, no clock of its own. The production publisher (``store``) and the simulator
-(``trafficmgr.sim.gateways``) build each process's part with ``own_part`` and merge the parts
-with ``merge_parts`` and ``merge_blocks``, so what the simulator tells a picker is what
-production can know.
+Pure: values in, values out, no I/O and no clock of its own. Each process's part is the
+contract's ``SharedProcess`` (``trafficmgr.contracts.shared_part`` builds one); the request
+path's publisher (``requestpath.shared.store``) and the simulator (``sim.gateways``) both merge
+the parts with ``merge_parts`` and the prompt blocks with ``merge_blocks``, and add the sum to
+a process's own figures with ``with_peers``, so what the simulator tells a picker is what
+production can know. The pickers never see any of this: they see the summed figures.
 
 A part older than ``max_staleness_s`` (by the reader's wall clock), or published more than
 ``max_skew_s`` in the future (a clock that jumped), is left out and counted by reason: the
@@ -15,18 +17,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from trafficmgr.contracts import SHARED_LAYOUT, SharedBlocks, SharedProcess
+from typing import Protocol
 
 # A peer's figures for one endpoint: requests, outstanding prefill and decode tokens.
 PeerFlight = tuple[int, float, float]
 
 
-class Sharing(Protocol):
-    """What a front reports of the shared state (``store.SharedState``)."""
+class Part(Protocol):
+    """One process's part (the contract's ``SharedProcess``)."""
 
-    def status(self) -> dict[str, Any]: ...
+    @property
+    def pid(self) -> str: ...
+    @property
+    def at(self) -> float: ...
+    @property
+    def flight(self) -> Mapping[str, tuple[int, float, float]]: ...
+    @property
+    def ejected(self) -> Mapping[str, tuple[float, bool]]: ...
+    @property
+    def ramps(self) -> Mapping[str, float]: ...
 
 
 @dataclass(slots=True)
@@ -42,27 +51,8 @@ class Merged:
     ignored: dict[str, int] = field(default_factory=dict)  # parts left out, by reason
 
 
-def own_part(
-    pid: str,
-    wall: float,
-    flight: Iterable[tuple[str, int, float, float]],
-    ejected: Mapping[str, tuple[float, bool]],
-    ramps: Mapping[str, float],
-) -> SharedProcess:
-    """Return a process's part: its in flight per endpoint (idle ones left out), its
-    ejections and its slow-start ramps, all in wall-clock seconds."""
-    return SharedProcess(
-        SHARED_LAYOUT,
-        pid,
-        wall,
-        {name: (n, p, d) for name, n, p, d in flight if n > 0},
-        dict(ejected),
-        dict(ramps),
-    )
-
-
 def merge_parts(
-    parts: Iterable[SharedProcess],
+    parts: Iterable[Part],
     own_pid: str,
     wall: float,
     max_staleness_s: float,
@@ -108,7 +98,7 @@ def merge_parts(
 
 
 def merge_blocks(
-    batches: Iterable[tuple[str, SharedBlocks]],
+    batches: Iterable[tuple[str, Mapping[str, list[int]]]],
     own_pid: str,
     add: Callable[[str, list[int]], None],
 ) -> int:
