@@ -270,24 +270,37 @@ DJANGO_WORLD = ("django", "rest_framework", "channels", "daphne", "celery", "cor
 
 
 def django_imports() -> list[str]:
-    """Return every import of the Django app's frameworks by a unit that runs without it."""
+    """Return every import of the Django app or its frameworks by a unit that runs without it.
+
+    Code kept in a string (``manage.py shell -c CODE``) counts: running the app's code from a
+    string is importing it.
+    """
     known = modules()
     out = []
     for module, path in known.items():
         if unit_of(module) not in STANDALONE:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module]
-                if isinstance(node, ast.ImportFrom) and not node.level and node.module
-                else []
-            )
-            for name in names:
-                if name.split(".")[0] in DJANGO_WORLD:
-                    out.append(f"{module}:{node.lineno}: {unit_of(module)} imports {name}")
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            for lineno, name in _imported_names(node):
+                if name.split(".")[0] in (*DJANGO_WORLD, "regions", "dashboard"):
+                    out.append(f"{module}:{lineno}: {unit_of(module)} imports {name}")
     return sorted(set(out))
+
+
+def _imported_names(node: ast.AST) -> list[tuple[int, str]]:
+    """Return the absolute imports ``node`` makes, or the code in it makes when it is a string."""
+    if isinstance(node, ast.Import):
+        return [(node.lineno, a.name) for a in node.names]
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        return [(node.lineno, node.module)]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import" in node.value:
+        try:
+            code = ast.parse(node.value)
+        except SyntaxError:
+            return []
+        return [(node.lineno, n) for inner in ast.walk(code) for _, n in _imported_names(inner)]
+    return []
 
 
 def cycles(found: list[Import]) -> list[list[str]]:

@@ -1,9 +1,10 @@
 """A real server for the browser tests and the dashboard benchmark.
 
 A temporary directory holds the SQLite database and VAR_DIR; ``migrate``, ``apply_fleet
-examples/fleet.yaml``, ``createsuperuser`` and a shell script for the operator and viewer
-users run in that environment; then the server starts on a free 127.0.0.1 port: ``manage.py
-demo --http ... --no-agents`` when the demo command offers it (set
+examples/fleet.yaml``, ``createsuperuser``, ``create_user`` (the operator and viewer users) and
+``create_token`` (an agent token per region) run in that environment; then the server starts
+on a free 127.0.0.1 port: ``manage.py demo --http ... --no-agents`` when the demo command
+offers it (set
 ``TRAFFICMGR_DASHBOARD_SERVER=asgi`` to skip it), else daphne serving the test suite's
 ``ASGI_FALLBACK`` (run from a checkout).
 REDIS_URL and DATABASE_URL of the caller are ignored: the server is self-contained.
@@ -54,19 +55,25 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-# Users of each role, and one agent token per region for the heartbeat feeder.
-MAKE_USERS = """
-import json, os
-from django.contrib.auth.models import Group, User
-from regions.models import Region
-from regions.access.issue import create_token
-for role in ("operator", "viewer"):
-    user = User.objects.create_user("test-" + role, password=os.environ["DASHBOARD_TEST_PASSWORD"])
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-secrets = {r.name: create_token(f"feeder-{r.name}", "agent", region=r.name,
-                                created_by="tests")[1] for r in Region.objects.all()}
-print("TOKENS " + json.dumps(secrets))
-"""
+# The users of each role the tests sign in as, made by ``manage.py create_user``.
+ROLE_USERS = {OPERATOR: "operator", VIEWER: "viewer"}
+
+
+def user_commands() -> list[tuple[list[str], dict[str, str]]]:
+    """Return the ``manage.py`` arguments and environment that make the role users."""
+    env = {"TRAFFICMGR_USER_PASSWORD": PASSWORD}
+    return [(["create_user", name, "--role", role], env) for name, role in ROLE_USERS.items()]
+
+
+def token_commands() -> list[tuple[str, list[str]]]:
+    """Return each region and the ``manage.py`` arguments of its heartbeat feeder's token."""
+    return [
+        (
+            region,
+            ["create_token", "--name", f"feeder-{region}", "--role", "agent", "--region", region],
+        )
+        for region in fleet_regions()
+    ]
 
 
 def fleet_regions() -> list[str]:
@@ -137,11 +144,12 @@ class LiveServer:
             "admin@example.test",
             extra_env={"DJANGO_SUPERUSER_PASSWORD": PASSWORD},
         )
-        out = self.manage(
-            "shell", "-c", MAKE_USERS, extra_env={"DASHBOARD_TEST_PASSWORD": PASSWORD}
-        )
-        line = next(x for x in out.splitlines() if x.startswith("TOKENS "))
-        self.agent_tokens = json.loads(line.removeprefix("TOKENS "))
+        for args, env in user_commands():
+            self.manage(*args, extra_env=env)
+        # create_token prints the secret alone on its last line
+        self.agent_tokens = {
+            region: self.manage(*args).strip().splitlines()[-1] for region, args in token_commands()
+        }
 
     def start(self, timeout: float = 40.0) -> None:
         port = int(self.url.rsplit(":", 1)[1])
@@ -349,12 +357,9 @@ def launch_deployed(database_url: str) -> ComposeCluster:
     cluster = ComposeCluster(tmp, FLEET.read_text(), Services(database_url, redis_url=""))
     try:
         cluster.start()
-        users = cluster.spawn(
-            "users",
-            [sys.executable, "manage.py", "shell", "-c", MAKE_USERS],
-            {"DASHBOARD_TEST_PASSWORD": PASSWORD},
-        )
-        assert cluster.finish(users, 60) == 0, f"creating the users failed:\n{users.tail()}"
+        for args, env in user_commands():
+            users = cluster.spawn("users", [sys.executable, "manage.py", *args], env)
+            assert cluster.finish(users, 60) == 0, f"creating the users failed:\n{users.tail()}"
     except BaseException:
         shutdown_deployed(cluster)
         raise
