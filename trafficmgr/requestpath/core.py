@@ -5,7 +5,7 @@ exactly as ``POST /api/v1/route`` orders them (``decision.region_candidates``: r
 first, never violated), then inside the first region that can take it the endpoint the
 request's strategy picks (``routing.picker``) over the heartbeats plus this process's own
 in-flight view (``regionview``), with session affinity before the picker and an ordered
-fallback list after it (``routing``). It counts the request in flight on its pick and
+fallback list after it (``placement``). It counts the request in flight on its pick and
 returns a ``Plan`` whose ``handle`` the front hands back as the request goes on: ``served``
 (an attempt is sent to an endpoint: the pick, or a fallback on retry), ``attempt_failed``
 (an attempt failed before its first byte), ``progress`` (output tokens arrived) and exactly
@@ -33,8 +33,8 @@ from trafficmgr.requestpath.inflight import Ledger, Ticket
 from trafficmgr.requestpath.learning import Learner
 from trafficmgr.requestpath.outlier import EjectionPolicy, OutlierDetector
 from trafficmgr.requestpath.parse import parse_info
+from trafficmgr.requestpath.placement import Router
 from trafficmgr.requestpath.regionview import Gate, PrefixIndex
-from trafficmgr.requestpath.routing import Router
 from trafficmgr.requestpath.shared.config import Sharing
 from trafficmgr.requestpath.snapshot import Snapshot, StaticTables, read_snapshot
 from trafficmgr.requestpath.source import ControlPlane
@@ -401,6 +401,10 @@ class RequestPath:
             limit = self.config.prefix_blocks_per_endpoint
             index = self._gate.prefixes[endpoint] = PrefixIndex(limit)
         index.add(hashes)
+
+    def peer_in_flight(self) -> int:
+        """Return the other processes' requests in flight, as merged last."""
+        return sum(f[0] for f in self._gate.peers.values())
 
     def forget_peers(self) -> None:
         """Decide from this process's own view alone (the shared state is out of reach)."""

@@ -256,6 +256,7 @@ class SharedState:
             "connected": self.connected,
             "process": self.pid,
             "peers": self.peers,
+            "peer_in_flight": self.core.peer_in_flight(),
             "staleness_s": None if age is None else round(age + self.staleness_s, 4),
             "max_staleness_s": self.config.max_staleness_s,
             "mode": "shared" if self.fresh() else "local",
