@@ -38,7 +38,7 @@ MODULES=(
   trafficmgr/requestpath/budget.py trafficmgr/requestpath/core.py
   trafficmgr/requestpath/inflight.py trafficmgr/requestpath/learning.py
   trafficmgr/requestpath/outlier.py trafficmgr/requestpath/parse.py
-  trafficmgr/requestpath/regionview.py trafficmgr/requestpath/routing.py
+  trafficmgr/requestpath/regionview.py trafficmgr/requestpath/placement.py
   trafficmgr/gateway/http.py trafficmgr/gateway/messages.py trafficmgr/gateway/upstream.py
 )
 if [ "${1:-}" = "--modules" ]; then

@@ -35,7 +35,7 @@ chain may change it), the region, the reason, and ``routing_s`` / ``queued_s``. 
 Operations: ``drain(name)`` / ``undrain(name)``, ``in_flight()``, ``models()``, and the
 counters ``rejects``, ``outlier.ejections_total``, ``queue.depth()``.
 
-How it decides: ``routing`` (regions, affinity, picker, fallbacks), ``regionview``
+How it decides: ``placement`` (regions, affinity, picker, fallbacks), ``regionview``
 (candidates: heartbeats plus in-flight; admission limits; slow start), ``outlier`` (ejection
 and half-open probes), ``admission`` (bounded priority queues), ``learning`` (estimator and
 latency tail; completions reported to the control plane), ``source`` (the ``ControlPlane``
