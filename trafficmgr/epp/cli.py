@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.core import RequestPath
 from trafficmgr.requestpath.reading import IpNetwork, networks
+from trafficmgr.requestpath.shared.config import add_sharing_flags, sharing_from
+from trafficmgr.requestpath.shared.upkeep import SharedUpkeep, serve_metrics
 from trafficmgr.requestpath.source import StaticSource
 from trafficmgr.requestpath.types import ClientIdentity
 from trafficmgr.routing.residency import untrusted_proxy_warning
@@ -56,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a proxy in front of Envoy whose x-forwarded-for entry is believed (repeatable)",
     )
     parser.add_argument("--trusted-hops", type=int, help=argparse.SUPPRESS)  # gone: says so
+    parser.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here (the shared state's figures, in flight)",
+    )
+    add_sharing_flags(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> ExchangeSettings:
@@ -133,7 +142,11 @@ async def _run(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await serve(core, listen, settings, core.maintain, core.config.loads_ttl_s, stop, tls)
+    upkeep = SharedUpkeep(core)
+    try:
+        await serve(core, listen, settings, upkeep, core.config.loads_ttl_s, stop, tls)
+    finally:
+        await asyncio.to_thread(upkeep.stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,8 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    core = RequestPath(source, RequestPathConfig(region=args.region))
+    try:
+        config = RequestPathConfig(region=args.region, sharing=sharing_from(vars(args), os.environ))
+    except ValueError as exc:
+        parser.error(str(exc))
+    core = RequestPath(source, config)
     warn_unlocatable(core, settings)
+    if args.metrics_listen:
+        serve_metrics(core, args.metrics_listen, "trafficmgr_epp")
     # uvloop: about a tenth less CPU per request under grpc.aio (bench/epp_cpu.py)
     uvloop.run(_run(core, args.listen, settings, tls))
     return 0
