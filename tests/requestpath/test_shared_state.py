@@ -176,3 +176,42 @@ def test_an_ejection_on_one_process_is_respected_by_the_other(
     assert b.outlier.ejected(bad, b._clock())
     picks = {plan(b.decide(ask(client_ip=US_IP))).targets[0].name for _ in range(10)}
     assert bad not in picks
+
+
+def test_a_slow_start_begun_on_one_process_ramps_on_the_other(
+    make_core: Callable, share: Callable[..., SharedState]
+) -> None:
+    a, _ = make_core(slow_start_s=30.0)
+    b, _ = make_core(slow_start_s=30.0)
+    sa, sb = share(a, "a"), share(b, "b")
+    a.drain("use-1")
+    a.undrain("use-1")  # back: A ramps it from now
+    assert a.outlier.ramp("use-1", a._clock(), 30.0, 0.1) < 1.0
+    assert b.outlier.ramp("use-1", b._clock(), 30.0, 0.1) == 1.0
+    sa.sync()
+    sb.sync()
+    assert b.outlier.ramp("use-1", b._clock(), 30.0, 0.1) < 0.2
+
+
+def test_parts_from_a_clock_far_ahead_are_ignored(
+    make_core: Callable, share: Callable[..., SharedState], redis_url: str, prefix: str
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.sadd(redis_key(SHARED_PROCS_KEY, prefix), "ahead")
+    ahead = SharedProcess(1, "ahead", time.time() + 60, {"use-1": (5, 1.0, 1.0)})
+    client.set(redis_key(shared_process_key("ahead"), prefix), encode_shared_process(ahead))
+    b, _ = make_core()
+    sb = share(b, "b")
+    assert sb.sync()
+    assert b._gate.peers == {} and sb.ignored == {"clock_skew": 1}
+
+
+def test_when_redis_answers_again_the_process_shares_again(
+    make_core: Callable, redis_url: str, prefix: str
+) -> None:
+    core, _ = make_core()
+    shared = SharedState(core, SharingConfig("redis://127.0.0.1:1/0", prefix=prefix), pid="p")
+    assert not shared.sync() and shared.status()["mode"] == "local"
+    shared.client = redis.Redis.from_url(redis_url)  # Redis is back (here: reachable)
+    assert shared.sync()
+    assert shared.status()["mode"] == "shared" and shared.status()["connected"]
