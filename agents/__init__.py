@@ -2,6 +2,8 @@
 
 Standalone: imports neither Django nor the control plane, so it installs alone on a GPU node
 (``agents/pyproject.toml``).
+
+Imports: nothing of the rest of the project (it installs alone); never another process.
 """
 
 from __future__ import annotations

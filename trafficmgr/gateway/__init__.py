@@ -13,6 +13,9 @@ Entry points: ``serve(source, listen, region, workers)`` (what ``manage.py gatew
 with the Django-backed source), ``start_gateway(core, settings)`` on a running loop (tests),
 and ``python -m trafficmgr.gateway --fleet FILE --listen HOST:PORT --token SECRET``
 (standalone, for benchmarks). docs/gateway.md has the details.
+
+Imports: the request-path core (``trafficmgr.requestpath``), the runtime, the engine and the
+fleet file; never another process (DNS, endpoint picker, simulated server, agent) nor Django.
 """
 
 from __future__ import annotations

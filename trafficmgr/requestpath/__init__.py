@@ -40,6 +40,9 @@ How it decides: ``placement`` (regions, affinity, picker, fallbacks), ``regionvi
 and half-open probes), ``admission`` (bounded priority queues), ``learning`` (estimator and
 latency tail; completions reported to the control plane), ``source`` (the ``ControlPlane``
 protocol and ``StaticSource``).
+
+Imports: the engine (``trafficmgr.routing``, ``contracts``, ``fleetfile``, ``geoip``) only;
+never a process (the fronts import it) nor the simulator nor Django.
 """
 
 from __future__ import annotations

@@ -18,4 +18,7 @@
 
 The simulator decides nothing itself: routing, health, failover and residency are the
 engine's, called as the control plane calls them.
+
+Imports: the engine (``trafficmgr.routing``, ``trafficmgr.contracts``, ``trafficmgr.fleetfile``)
+only; no process, no Django.
 """

@@ -11,6 +11,9 @@ Modules: ``cli`` (command line), ``layout`` (which endpoint listens where), ``se
 (sockets and lifecycle: ``SimServers``, ``SimServerThread``), ``handlers`` (HTTP), ``protocol``
 (request bodies), ``responses`` (answers and SSE), ``output`` (answer lengths and words),
 ``engine`` (the model in real time), ``metrics`` (the vLLM page), ``faults``.
+
+Imports: the engine (``trafficmgr.routing``, ``trafficmgr.fleetfile``) and the simulator's
+model (``trafficmgr.sim``); no other process and no Django.
 """
 
 from __future__ import annotations

@@ -12,4 +12,7 @@
 Every process is started through ``manage.py``, the console scripts or ``uvicorn`` and
 ``celery`` in a subprocess: nothing here imports the Django app (docs/architecture.md §3).
 They run from a checkout (``ROOT``: manage.py, docker-compose.yml, examples/).
+
+Imports: the engine, the contract and the runtime; the processes only by their command lines.
+Only the benchmarks and the test suite import it; the product never does.
 """

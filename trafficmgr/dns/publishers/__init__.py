@@ -8,6 +8,9 @@ checks the plan against a safety valve and sends only the difference.
 The control loop calls ``publish(table, targets)`` when it publishes a new table version;
 ``load_targets`` builds the targets from a YAML/JSON file, ``metrics()`` returns the
 counters. ``python -m trafficmgr.dns.publishers --help`` does the same from a shell.
+
+Imports: the engine (``trafficmgr.routing``, ``trafficmgr.fleetfile``) only; it runs beside
+the DNS server or alone, without Django.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ The fronts only adapt transport (HTTP/1.1 bytes, ext_proc messages) and read her
 - ``stream``: an upstream's SSE stream cut into events, its output tokens counted, its usage
   read, and whether it ended whole;
 - ``client``: the client's address behind trusted proxies.
+
+Imports: the engine's value types (``trafficmgr.routing``) and msgspec only.
 """
 
 from __future__ import annotations
