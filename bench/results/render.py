@@ -116,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     figures = load()
     if args.write:
-        for path, table in targets(figures).items():
-            path.write_text(splice(path.read_text(encoding="utf-8"), table, path.name))
+        # Splice every document before writing any, so a missing marker changes nothing.
+        texts = {
+            p: splice(p.read_text(encoding="utf-8"), t, p.name) for p, t in targets(figures).items()
+        }
+        for path, text in texts.items():
+            path.write_text(text, encoding="utf-8")
         return 0
     print(index_table(figures) if args.index else readme_table(figures))
     return 0
