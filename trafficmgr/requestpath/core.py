@@ -12,6 +12,10 @@ returns a ``Plan`` whose ``handle`` the front hands back as the request goes on:
 one ``finished``. Failures feed the outlier detector; completions feed the pickers in process
 and, through ``maintain``, the control plane.
 
+Several processes (gateway workers, picker replicas) share their in-flight work, prompt
+blocks, ejections and slow-start ramps through Redis when ``config.sharing`` is set
+(``shared.store``: ``own_part`` and ``merge_shared`` run on its thread, never on the path).
+
 Thread safety: every public method takes one lock, so a threaded front may call them from
 several threads; ``admit`` (the admission queue) must run on one asyncio event loop.
 ``maintain`` does the source's I/O outside the lock and should run off the request path.

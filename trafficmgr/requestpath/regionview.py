@@ -11,7 +11,9 @@ cache, ``routing.reported``) and this process's own, combined by the engine's
 ``reported.with_own_flight``: this process's requests now plus the others the heartbeat
 implies beyond this process's count when it first read that heartbeat (``note_reports``),
 their change since mirroring this process's own as many times as the heartbeats imply other
-processes like it. An
+processes like it. With
+the shared state (``shared``), the other processes' requests in flight (``Gate.peers``, merged
+off the path) count as this process's own, and the blocks they sent are in the same index. An
 endpoint's combined view is cached and rebuilt only when the figures it is built from
 changed (this process's in flight there, or its frozen prompt blocks): a request that came
 and went leaves it as it was. Which endpoints list a model and may serve it by heartbeat is
