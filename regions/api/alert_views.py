@@ -10,6 +10,7 @@ escalation.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -103,12 +104,26 @@ def _redacted_url(url: str) -> str:
 
 
 def _host_port(url: str) -> tuple[str, int] | None:
+    """Return the host (every loopback name as one) and port ``url`` names."""
     try:
         parts = urlsplit(url if "//" in url else f"//{url}")
         default = 443 if parts.scheme == "https" else 80
-        return ((parts.hostname or "").lower().rstrip("."), parts.port or default)
+        host = (parts.hostname or "").lower().rstrip(".")
+        return (LOOPBACK if _is_loopback(host) else host, parts.port or default)
     except ValueError:
         return None
+
+
+LOOPBACK = "loopback"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _is_the_control_plane(url: str, request: Any) -> bool:

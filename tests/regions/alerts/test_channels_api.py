@@ -92,6 +92,18 @@ def test_bad_input_is_a_400_naming_the_field(
     assert not AlertChannel.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "url", ["http://localhost:8000/hook", "http://127.0.0.2:8000/", "http://[::1]:8000/x"]
+)
+def test_the_control_plane_is_refused_under_any_loopback_name(admin_client: Any, url: str) -> None:
+    body = {"name": "self", "kind": "webhook", "url": url}
+    refused = admin_client.post(CHANNELS, body, format="json", HTTP_HOST="127.0.0.1:8000")
+    assert_error(refused, 400, "url")
+    elsewhere = {**body, "url": url.replace("8000", "9000")}  # another port: a local receiver
+    ok = admin_client.post(CHANNELS, elsewhere, format="json", HTTP_HOST="127.0.0.1:8000")
+    assert ok.status_code == 201, ok.content
+
+
 def test_email_and_pagerduty_channels_take_an_address(admin_client: Any) -> None:
     mail = {"name": "mail", "kind": "email", "address": "oncall@example.net"}
     pd = {"name": "pd", "kind": "pagerduty", "address": "R0UT1NGKEY0123456789", "url": ""}
