@@ -25,6 +25,8 @@ CONTRACT = ROOT / "trafficmgr" / "contracts.py"
 # ``trafficmgr:`` then a key character: a message such as "trafficmgr: SECRET_KEY ..." is not
 # a key
 KEY = re.compile(r"^trafficmgr:[A-Za-z0-9{_-]")
+# ... and the project's container image (``trafficmgr:latest``) is an image reference, not a key
+IMAGE = re.compile(r"^trafficmgr:latest\b")
 
 
 def literal_starts(node: ast.AST) -> Iterator[tuple[int, str]]:
@@ -41,7 +43,11 @@ def literal_starts(node: ast.AST) -> Iterator[tuple[int, str]]:
 def spelled_keys(path: Path) -> list[tuple[int, str]]:
     """Return the ``trafficmgr:`` key literals in one source file."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    by_line = {line: text for line, text in literal_starts(tree) if KEY.match(text)}
+    by_line = {
+        line: text
+        for line, text in literal_starts(tree)
+        if KEY.match(text) and not IMAGE.match(text)
+    }
     return sorted(by_line.items())
 
 

@@ -17,5 +17,6 @@ def test_the_scan_finds_plain_and_formatted_keys(tmp_path: Path) -> None:
         'A = "trafficmgr:table"\n'
         'def f(i):\n    return f"trafficmgr:drill-alive:{i}"\n'
         'MESSAGE = "trafficmgr: SECRET_KEY is not set"\n'
+        'IMAGE = "trafficmgr:latest"\n'
     )
     assert [line for line, _ in spelled_keys(source)] == [1, 3]
