@@ -507,7 +507,7 @@ def test_compose_builds_one_image_and_restarts_what_stops() -> None:
     assert [name for name, s in services.items() if "build" in s] == ["migrate"]
     image = services["migrate"]["image"]
     app = {name for name, s in services.items() if s.get("image") == image}
-    assert app == {"migrate", "web", "worker", "beat", "dns", "agents"}
+    assert app == {"migrate", "web", "worker", "beat", "dns", "gateway", "agents"}
     for name in app - {"migrate"}:
         assert services[name]["pull_policy"] == "never", name  # built here, never pulled
     for name, service in services.items():
