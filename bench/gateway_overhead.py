@@ -34,7 +34,7 @@ vLLM Router's best policy round by round (the ≥ 0.5 × peak target is read on 
 req/s, req/s per router CPU-second, CPU µs per request).
 
 Envoy + the EPP (``bench/envoy_epp.py``: ``python -m trafficmgr.epp`` and Envoy from
-``bench/envoy_env.sh``, both on the routers' core, ``--envoy-workers`` worker threads) is one
+``scripts/peers/envoy.sh``, both on the routers' core, ``--envoy-workers`` worker threads) is one
 target: its CPU time is the two processes'. ``--no-envoy`` leaves it out. Slow figures never
 make the benchmark fail: it prints the table and the load average, and exits 0.
 
@@ -300,12 +300,12 @@ def targets(
 
 
 def _envoy_epp(args: argparse.Namespace, fleet: Path) -> list[dict[str, Any]]:
-    """Measure Envoy + the EPP, when Envoy is there (bench/envoy_env.sh installs it)."""
+    """Measure Envoy + the EPP, when Envoy is there (scripts/peers/envoy.sh installs it)."""
     if args.no_envoy:
         return []
     binary = envoy_binary()
     if binary is None:
-        print("  Envoy not found (bench/envoy_env.sh installs it): skipped", file=sys.stderr)
+        print("  Envoy not found (scripts/peers/envoy.sh installs it): skipped", file=sys.stderr)
         return []
     rows = []
     for mode in [m for m in args.envoy_body_modes.split(",") if m]:
@@ -316,7 +316,7 @@ def _envoy_epp(args: argparse.Namespace, fleet: Path) -> list[dict[str, Any]]:
 
 
 def _installed_router() -> str | None:
-    """Return the binary bench/vllm_router_env.sh installs, when it is there."""
+    """Return the binary scripts/peers/vllm_router.sh installs, when it is there."""
     path = ROOT / "var" / "vllm-router-venv" / "bin" / "vllm-router"
     return str(path) if path.exists() else None
 

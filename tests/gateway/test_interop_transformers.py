@@ -6,7 +6,7 @@ offline (``tiny_model.py``); the real ``openai`` client asks through each front,
 server directly. The server ends a stream after its last chunk (``finish_reason`` and usage)
 with no ``data: [DONE]`` line: such a stream is whole, so no error event is appended, the
 request counts as answered (its output length learned) and the endpoint is never counted
-broken or ejected. Without ``var/transformers-venv`` (``bench/transformers_env.sh``) the tests
+broken or ejected. Without ``var/transformers-venv`` (``scripts/peers/transformers.sh``) the tests
 skip with the reason (a failure under ``TRAFFICMGR_REQUIRE_SERVICES=1``).
 """
 

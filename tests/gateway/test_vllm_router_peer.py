@@ -1,7 +1,7 @@
 """vLLM Router and the gateway over the same simulated servers, both serving the real
 ``openai`` client: the benchmarks' peer (``bench/gateway_*.py``) is known to work here.
 
-vLLM Router is the ``vllm-router`` wheel, installed by ``bench/vllm_router_env.sh`` into its
+vLLM Router is the ``vllm-router`` wheel, installed by ``scripts/peers/vllm_router.sh`` into its
 own virtualenv under ``var/`` (``.ci/run`` runs it); ``TRAFFICMGR_VLLM_ROUTER`` names another
 binary. Without it the test is skipped with the reason (a failure under
 ``TRAFFICMGR_REQUIRE_SERVICES=1``).
@@ -26,7 +26,7 @@ from trafficmgr.simserver.layout import with_addresses
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV_SCRIPT = ROOT / "bench" / "vllm_router_env.sh"
+ENV_SCRIPT = ROOT / "scripts" / "peers" / "vllm_router.sh"
 INSTALLED = ROOT / "var" / "vllm-router-venv" / "bin" / "vllm-router"
 MESSAGES = [{"role": "user", "content": "one two three four"}]
 
@@ -42,7 +42,7 @@ def router_binary() -> tuple[Path | None, str]:
                 ["bash", str(ENV_SCRIPT)], capture_output=True, text=True, timeout=300, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"bench/vllm_router_env.sh failed: {exc}"
+            return None, f"scripts/peers/vllm_router.sh failed: {exc}"
         if not INSTALLED.exists():
             tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
             return None, "vllm-router wheel not installable: " + " | ".join(tail)

