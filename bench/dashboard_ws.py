@@ -5,8 +5,8 @@ Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seco
 
 1. In process, through the real ASGI app (channels' WebsocketCommunicator, in-memory layer):
    time from ``group_send`` of a ``table.update`` to each client's receipt of it.
-2. Against a real daphne server (``trafficmgr.topology.liveserver``: temp SQLite, the demo fleet,
-   an in-process control loop, heartbeats posted for every endpoint): ``--clients`` real
+2. Against a real daphne server (``trafficmgr.testing.topology.liveserver``: temp SQLite, the demo
+   fleet, an in-process control loop, heartbeats posted for every endpoint): ``--clients`` real
    sockets signed in as a viewer; for each ``table.update`` the loop publishes, time from the
    table's ``generated_at`` (the tick's start: an upper bound that includes the tick's own
    work) to each client's receipt; also the snapshot time on connect.
@@ -14,7 +14,7 @@ Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seco
    navigation start to every region drawn on the map with the first snapshot.
 
 ``--deployed`` replaces all three with the deployed configuration: docker-compose.yml's services as
-local processes (``trafficmgr.topology.cluster``, as the e2e tests start them): PostgreSQL
+local processes (``trafficmgr.testing.topology.cluster``, as the e2e tests start them): PostgreSQL
 (``--database-url``, default DATABASE_URL, else postgres://postgres@127.0.0.1:5432/trafficmgr_dev;
 the run uses a database of its own on that server, dropped at the end), a private redis-server,
 ``migrate``, ``apply_fleet`` of the demo fleet, the web service's own command (uvicorn, 2 workers),
@@ -308,7 +308,7 @@ class Viewers:
 
     async def add(self) -> int:
         """Open one dashboard; return the worker serving it."""
-        from trafficmgr.topology.observe import socket_owners
+        from trafficmgr.testing.topology.observe import socket_owners
 
         started = time.perf_counter()
         sock = await RawSocket.open(self.host, self.port, "/ws/dashboard/", self.cookie)
@@ -436,7 +436,12 @@ def stop_on_signals() -> None:
 
 
 def deployed(args: argparse.Namespace) -> None:
-    from trafficmgr.topology.liveserver import PASSWORD, VIEWER, launch_deployed, shutdown_deployed
+    from trafficmgr.testing.topology.liveserver import (
+        PASSWORD,
+        VIEWER,
+        launch_deployed,
+        shutdown_deployed,
+    )
 
     if urllib.parse.urlparse(args.database_url).scheme not in {"postgres", "postgresql"}:
         raise SystemExit(f"--deployed needs PostgreSQL, not {args.database_url}")
@@ -474,7 +479,12 @@ def deployed(args: argparse.Namespace) -> None:
 
 
 def first_render(url: str, password: str, runs: int = 3) -> list[float]:
-    from trafficmgr.topology.liveserver import CHROMIUM, CHROMIUM_ARGS, VIEWER, browser_missing
+    from trafficmgr.testing.topology.liveserver import (
+        CHROMIUM,
+        CHROMIUM_ARGS,
+        VIEWER,
+        browser_missing,
+    )
 
     if browser_missing():
         print(f"first render: skipped, {browser_missing()}")
@@ -533,7 +543,13 @@ def main() -> None:
     if args.in_process_only:
         return
 
-    from trafficmgr.topology.liveserver import PASSWORD, VIEWER, HeartbeatFeeder, launch, shutdown
+    from trafficmgr.testing.topology.liveserver import (
+        PASSWORD,
+        VIEWER,
+        HeartbeatFeeder,
+        launch,
+        shutdown,
+    )
 
     server = launch()
     feeder = HeartbeatFeeder(server).start()

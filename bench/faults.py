@@ -1,11 +1,12 @@
 """What each fault costs the distributed topology: answers lost, errors, events, regions down.
 
-One cluster, every service a process of its own (``trafficmgr.topology.cluster``: uvicorn x 2,
-celery worker and beat, the DNS server, one simulated agent per endpoint of examples/fleet.yaml:
-14), on a PostgreSQL server and a Redis of its own (``trafficmgr.topology.privatepg``, a private
-redis-server), so the shared ones stay up for others. For each fault in turn, with the fleet settled
-first, it watches DNS (three vantage points every 0.2 s), ``POST /api/v1/route`` (every 0.1 s) and
-every published table, applies the fault, and counts (``trafficmgr.topology.faults``):
+One cluster, every service a process of its own (``trafficmgr.testing.topology.cluster``: uvicorn x
+2, celery worker and beat, the DNS server, one simulated agent per endpoint of examples/fleet.yaml:
+14), on a PostgreSQL server and a Redis of its own (``trafficmgr.testing.topology.privatepg``, a
+private redis-server), so the shared ones stay up for others. For each fault in turn, with the fleet
+settled first, it watches DNS (three vantage points every 0.2 s), ``POST /api/v1/route`` (every 0.1
+s) and every published table, applies the fault, and counts
+(``trafficmgr.testing.topology.faults``):
 
 - answers lost: DNS queries without an answer, decisions that got no HTTP answer at all;
 - non-contract errors: decisions answered 5xx other than 503 with Retry-After;
@@ -45,15 +46,15 @@ from trafficmgr.contracts import (  # noqa: E402
     TICK_LOCK_KEY,
     redis_key,
 )
-from trafficmgr.topology.cluster import Cluster  # noqa: E402
-from trafficmgr.topology.faults import (  # noqa: E402
+from trafficmgr.testing.topology.cluster import Cluster  # noqa: E402
+from trafficmgr.testing.topology.faults import (  # noqa: E402
     Cost,
     Watch,
     history_rows,
     start_fault_cluster,
     stop_fault_cluster,
 )
-from trafficmgr.topology.processes import signal_group, wait_until  # noqa: E402
+from trafficmgr.testing.topology.processes import signal_group, wait_until  # noqa: E402
 
 FLEET = ROOT / "examples" / "fleet.yaml"
 

@@ -15,7 +15,7 @@ unit to a layer. Imports run downwards only:
 - libraries (the request-path core, the simulator) never import each other;
 - processes (DNS server, gateway, endpoint picker, simulated server, agent) never import a
   sibling process: what two of them share lives in a library, the runtime or the engine;
-- the harness (the local deployments' launchers, the testing package) is imported only by
+- the harness (the testing package: ports, the local deployments' launchers) is imported only by
   the benchmarks (and the test suite), never by the product;
 - features (``loop``, ``decisions``, ``drills``, ``alerts``) and configuration (``access``,
   ``fleet``) never import a sibling of their own layer: what two of them share lives lower down;
@@ -85,7 +85,6 @@ UNITS: dict[str, int] = {
     "trafficmgr.simserver": PROCESS,
     "agents": PROCESS,
     # what starts deployments and fixtures for the tests and the benchmarks
-    "trafficmgr.topology": HARNESS,
     "trafficmgr.testing": HARNESS,
     # infrastructure of the app
     "regions.models": INFRA,

@@ -61,9 +61,9 @@ def test_the_lower_layers_are_closed() -> None:
     assert problem("trafficmgr.gateway.app", "trafficmgr.epp.decision")
     assert problem("agents.push", "trafficmgr.dns.server")
     # only the benchmarks (and the tests) import the harness
-    assert not problem("bench.dashboard_ws", "trafficmgr.topology.liveserver")
-    assert problem("regions.management.commands.demo", "trafficmgr.topology.cluster")
-    assert problem("trafficmgr.gateway.app", "trafficmgr.topology.cluster")
+    assert not problem("bench.dashboard_ws", "trafficmgr.testing.topology.liveserver")
+    assert problem("regions.management.commands.demo", "trafficmgr.testing.topology.cluster")
+    assert problem("trafficmgr.gateway.app", "trafficmgr.testing.topology.cluster")
 
 
 def test_the_walk_sees_the_engine_core_import_a_package() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trafficmgr.topology.liveserver import (
+from trafficmgr.testing.topology.liveserver import (
     CHROMIUM,
     CHROMIUM_ARGS,
     OPERATOR,
@@ -29,7 +29,7 @@ from trafficmgr.topology.liveserver import (
     launch,
     shutdown,
 )
-from trafficmgr.topology.processes import ROOT
+from trafficmgr.testing.topology.processes import ROOT
 
 MISSING = browser_missing()
 REQUIRED = os.environ.get("TRAFFICMGR_REQUIRE_BROWSER", "") in {"1", "true", "yes", "on"}

@@ -28,8 +28,9 @@ import pytest
 import yaml
 
 from tests.worlds import FAST_FAILOVER
-from trafficmgr.topology.liveserver import CHROMIUM, CHROMIUM_ARGS, browser_missing
-from trafficmgr.topology.processes import ROOT, free_port
+from trafficmgr.testing.ports import free_port
+from trafficmgr.testing.topology.liveserver import CHROMIUM, CHROMIUM_ARGS, browser_missing
+from trafficmgr.testing.topology.processes import ROOT
 
 pytestmark = pytest.mark.integration
 

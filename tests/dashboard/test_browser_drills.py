@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.dashboard.test_browser import PHONE, SHOTS, WIDE, browser, page_errors, sign_in
-from trafficmgr.topology.liveserver import OPERATOR, VIEWER, LiveServer, launch, shutdown
-from trafficmgr.topology.processes import ROOT
+from trafficmgr.testing.topology.liveserver import OPERATOR, VIEWER, LiveServer, launch, shutdown
+from trafficmgr.testing.topology.processes import ROOT
 
 __all__ = ["browser", "page_errors"]  # fixtures shared with test_browser
 

@@ -29,8 +29,9 @@ from websockets.typing import Origin
 
 from dashboard import inbound
 from tests.e2e.test_dashboard_ws import login
-from trafficmgr.topology.liveserver import VIEWER, LiveServer
-from trafficmgr.topology.processes import ROOT, free_port, web_command
+from trafficmgr.testing.ports import free_port
+from trafficmgr.testing.topology.liveserver import VIEWER, LiveServer
+from trafficmgr.testing.topology.processes import ROOT, web_command
 
 PASSWORD = "dashboard-test-password"
 

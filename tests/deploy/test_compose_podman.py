@@ -34,7 +34,7 @@ from tests.deploy.podman_stack import (
     podman_env,
     until,
 )
-from trafficmgr.topology.observe import Api
+from trafficmgr.testing.topology.observe import Api
 
 pytestmark = [pytest.mark.integration, pytest.mark.podman, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""One running cluster (``trafficmgr.topology.cluster``) for every test of this directory.
+"""One running cluster (``trafficmgr.testing.topology.cluster``) for every test of this directory.
 
 The fleet is ``tests.worlds.CLUSTER``, the drills' end-to-end fleet: ``eu-west`` (two endpoints)
 and ``eu-central`` (one, priority 2) hold the strict ``gdpr`` rule for EU clients, ``us-east``
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tests.worlds import CLUSTER
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.stores import ServicesMissing, find_services
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.stores import ServicesMissing, find_services
 
 _clusters: list[Cluster] = []
 

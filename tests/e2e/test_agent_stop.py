@@ -1,9 +1,9 @@
 """An agent that stops is detected in time, its region zeroed, and ramped back once it resumes.
 
-Everything is a separate process (``trafficmgr.topology.cluster``): the agent of ``us-east``'s only
-endpoint is frozen with SIGSTOP (a hung node: no exit, no last words) and later resumed with
-SIGCONT. The control loop runs in the real ``celery worker``, ticked by the real ``beat``;
-the tables are read as published (cued by the Redis channel the DNS servers follow) and
+Everything is a separate process (``trafficmgr.testing.topology.cluster``): the agent of
+``us-east``'s only endpoint is frozen with SIGSTOP (a hung node: no exit, no last words) and later
+resumed with SIGCONT. The control loop runs in the real ``celery worker``, ticked by the real
+``beat``; the tables are read as published (cued by the Redis channel the DNS servers follow) and
 through ``GET /api/v1/routing/table``; the DNS answer is a real UDP query with a US client subnet.
 
 Targets (failover policy: heartbeats every 1 s, miss threshold 3, 1 s tick):
@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.observe import (
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.observe import (
     CLIENTS,
     Api,
     DnsAnswer,
@@ -36,7 +36,7 @@ from trafficmgr.topology.observe import (
     region_of_address,
     weights,
 )
-from trafficmgr.topology.processes import signal_group, wait_until
+from trafficmgr.testing.topology.processes import signal_group, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Dashboards on every uvicorn worker get the tables the celery worker publishes.
 
-The cluster (``trafficmgr.topology.cluster``) serves the web app as docker-compose.yml does,
+The cluster (``trafficmgr.testing.topology.cluster``) serves the web app as docker-compose.yml does,
 ``uvicorn ... --workers 2``: two processes, each with its own dashboard live feed
 (dashboard/livefeed.py) subscribed to the ``dashboard`` group of the Redis channel layer. A viewer
 signs in through the login form and opens dashboards until both workers serve some (which process
@@ -32,9 +32,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from trafficmgr.topology.cluster import WEB_WORKERS, Cluster
-from trafficmgr.topology.observe import Api, socket_owners
-from trafficmgr.topology.processes import wait_until
+from trafficmgr.testing.topology.cluster import WEB_WORKERS, Cluster
+from trafficmgr.testing.topology.observe import Api, socket_owners
+from trafficmgr.testing.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from trafficmgr.dns.cli import add_server_arguments, config_from_args
-from trafficmgr.topology.processes import ROOT
+from trafficmgr.testing.topology.processes import ROOT
 
 
 def compose_dns() -> dict[str, Any]:

@@ -12,9 +12,9 @@ import dns.message
 import dns.query
 import pytest
 
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.observe import CLIENTS, Api, ecs_query
-from trafficmgr.topology.processes import wait_until
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.observe import CLIENTS, Api, ecs_query
+from trafficmgr.testing.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,8 @@ import pytest
 from trafficmgr.dns.sources import BACKOFF_MAX_S, REDIS_KEY, RedisSource
 from trafficmgr.routing.table import table_to_json
 from trafficmgr.routing.types import RegionState, RegionStatus, RoutingTable, WeightedRegion
-from trafficmgr.topology.processes import free_port, wait_until
+from trafficmgr.testing.ports import free_port
+from trafficmgr.testing.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 OUTAGE_S = 17.0

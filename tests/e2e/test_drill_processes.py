@@ -1,7 +1,7 @@
 """Failover drills against separate processes: the report's numbers, and a runner stopped.
 
-The cluster (``trafficmgr.topology.cluster``) runs every service as its own process. The first test
-starts a ``region_outage`` drill with ``manage.py drill --server URL --token T``: the API
+The cluster (``trafficmgr.testing.topology.cluster``) runs every service as its own process. The
+first test starts a ``region_outage`` drill with ``manage.py drill --server URL --token T``: the API
 stores it, the celery worker runs it (its vantage points ask the real DNS server and the
 route API), the command follows it and writes the report. The report must meet the
 targets for heartbeats every 1 s and a miss threshold of 3 — detected within 4 s of the
@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.observe import (
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.observe import (
     CLIENTS,
     Api,
     DnsWatch,
@@ -37,7 +37,7 @@ from trafficmgr.topology.observe import (
     region_of_address,
     weights,
 )
-from trafficmgr.topology.processes import wait_until
+from trafficmgr.testing.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,8 +1,8 @@
 """Store outages and dead processes on the distributed topology: the fleet stays up.
 
-One cluster (every service a process of its own, ``trafficmgr.topology.cluster``) on a PostgreSQL
-server and a Redis of its own, so the faults reach nobody else. Short faults here (5 s); the long
-version with a table of costs is ``bench/faults.py``. Targets:
+One cluster (every service a process of its own, ``trafficmgr.testing.topology.cluster``) on a
+PostgreSQL server and a Redis of its own, so the faults reach nobody else. Short faults here (5 s);
+the long version with a table of costs is ``bench/faults.py``. Targets:
 
 - a PostgreSQL or Redis outage marks no region down and loses no event, and the heartbeat
   history written meanwhile reaches the database once it is back;
@@ -36,11 +36,11 @@ from trafficmgr.contracts import (
     TICK_LOCK_KEY,
     redis_key,
 )
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.faults import Watch, start_fault_cluster, stop_fault_cluster
-from trafficmgr.topology.privatepg import PostgresMissing
-from trafficmgr.topology.processes import wait_until
-from trafficmgr.topology.stores import ServicesMissing, find_services
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.faults import Watch, start_fault_cluster, stop_fault_cluster
+from trafficmgr.testing.topology.privatepg import PostgresMissing
+from trafficmgr.testing.topology.processes import wait_until
+from trafficmgr.testing.topology.stores import ServicesMissing, find_services
 
 pytestmark = pytest.mark.integration
 OUTAGE_S = 5.0

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.observe import Api
-from trafficmgr.topology.processes import wait_until
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.observe import Api
+from trafficmgr.testing.topology.processes import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from trafficmgr.topology.cluster import WEB_WORKERS
-from trafficmgr.topology.processes import ROOT, web_command
+from trafficmgr.testing.topology.cluster import WEB_WORKERS
+from trafficmgr.testing.topology.processes import ROOT, web_command
 
 DEFAULT_WORKERS = "2"
 

@@ -1,9 +1,9 @@
 """A web process with dashboards open stops within seconds of SIGTERM, with exit status 0.
 
 docker-compose.yml's web command (``cluster.web_command``: uvicorn, two workers) runs on a
-PostgreSQL database and a Redis of its own, as in ``trafficmgr.topology.cluster``, and nothing else
-of the cluster: no celery, DNS server or agents. It needs the Redis channel layer: with the
-in-memory one every worker always stopped at once. A viewer opens dashboards until each worker
+PostgreSQL database and a Redis of its own, as in ``trafficmgr.testing.topology.cluster``, and
+nothing else of the cluster: no celery, DNS server or agents. It needs the Redis channel layer: with
+the in-memory one every worker always stopped at once. A viewer opens dashboards until each worker
 serves at least two; table updates go to the ``dashboard`` group ten times a second, as the control
 loop's do, so that each worker's relay and consumers are receiving when SIGTERM comes to the process
 group (as ``Cluster.stop`` and a container runtime send it). Every dashboard must be closed with
@@ -30,10 +30,10 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.e2e.test_dashboard_ws import VIEWER, Dashboard, create_viewer, login, open_dashboard
 from tests.worlds import DRILL
-from trafficmgr.topology.cluster import WEB_WORKERS, Cluster
-from trafficmgr.topology.observe import socket_owners
-from trafficmgr.topology.processes import Process, signal_group, wait_until, web_command
-from trafficmgr.topology.stores import ServicesMissing, find_services
+from trafficmgr.testing.topology.cluster import WEB_WORKERS, Cluster
+from trafficmgr.testing.topology.observe import socket_owners
+from trafficmgr.testing.topology.processes import Process, signal_group, wait_until, web_command
+from trafficmgr.testing.topology.stores import ServicesMissing, find_services
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.db import OperationalError
 
-from trafficmgr.topology.consistency import changes, missing_events
+from trafficmgr.testing.topology.consistency import changes, missing_events
 
 pytestmark = pytest.mark.django_db
 

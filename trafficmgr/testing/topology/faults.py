@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trafficmgr.contracts import TICK_DECIDED_AT, TICK_INFO_KEY, redis_key
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.consistency import unexplained
-from trafficmgr.topology.observe import CLIENTS, DnsWatch, TableFeed, region_of_address
-from trafficmgr.topology.privatepg import PrivatePostgres
-from trafficmgr.topology.processes import wait_until
-from trafficmgr.topology.stores import Services
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.consistency import unexplained
+from trafficmgr.testing.topology.observe import CLIENTS, DnsWatch, TableFeed, region_of_address
+from trafficmgr.testing.topology.privatepg import PrivatePostgres
+from trafficmgr.testing.topology.processes import wait_until
+from trafficmgr.testing.topology.stores import Services
 
 DOWN_STATES = ("down", "recovering")
 

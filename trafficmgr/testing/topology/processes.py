@@ -1,9 +1,9 @@
 """Processes of a local deployment: each in a session of its own, ended with its parent.
 
-What every launcher here shares (``cluster``, ``liveserver``, ``privatepg``): loopback ports
-free for TCP and UDP, polling with a deadline that names what it waited for, process groups
-to signal, and docker-compose.yml's web command, read from the file so that tests and
-benches run the web process exactly as deployed.
+What every launcher here shares (``cluster``, ``liveserver``, ``privatepg``): polling with a
+deadline that names what it waited for, process groups to signal, and docker-compose.yml's web
+command, read from the file so that tests and benches run the web process exactly as deployed.
+Their ports come from ``trafficmgr.testing.ports``.
 """
 
 from __future__ import annotations
@@ -12,18 +12,17 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
 T = TypeVar("T")
@@ -60,23 +59,6 @@ def wait_until(check: Callable[[], T | None], timeout: float, what: str, every: 
             detail = f" (last error: {last!r})" if last is not None else ""
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{detail}")
         time.sleep(every)
-
-
-def free_port(kinds: Iterable[int] = (socket.SOCK_STREAM,)) -> int:
-    """Return a loopback port free for every socket kind given (TCP and UDP for DNS)."""
-    kinds = tuple(kinds)
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, kinds[0]) as first:
-            first.bind(("127.0.0.1", 0))
-            port = int(first.getsockname()[1])
-            try:
-                for kind in kinds[1:]:
-                    with socket.socket(socket.AF_INET, kind) as other:
-                        other.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free loopback port")
 
 
 def web_command(port: int, workers: int) -> list[str]:

@@ -20,7 +20,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,17 +32,17 @@ import yaml
 
 from trafficmgr.contracts import HEARTBEATS_KEY, TABLE_REDIS_KEY, redis_key
 from trafficmgr.runtime.procs import group_alive
-from trafficmgr.topology.processes import (
+from trafficmgr.testing.ports import TCP_AND_UDP, free_port
+from trafficmgr.testing.topology.processes import (
     BIN,
     ROOT,
     Process,
     end_with_parent,
-    free_port,
     signal_group,
     wait_until,
     web_command,
 )
-from trafficmgr.topology.stores import (
+from trafficmgr.testing.topology.stores import (
     DB_PREFIX,
     Services,
     claim_redis,
@@ -79,7 +78,7 @@ class Cluster:
     def __post_init__(self) -> None:
         self.fleet = yaml.safe_load(self.fleet_yaml)
         self.http_port = free_port()
-        self.dns_port = free_port((socket.SOCK_DGRAM, socket.SOCK_STREAM))
+        self.dns_port = free_port(TCP_AND_UDP)
         self.url = f"http://127.0.0.1:{self.http_port}"
         self.dns = ("127.0.0.1", self.dns_port)
         self.database_url = with_database(self.services.database_url, self.db_name)

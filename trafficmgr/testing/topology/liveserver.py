@@ -35,9 +35,10 @@ from typing import Any
 
 import yaml
 
-from trafficmgr.topology.cluster import Cluster
-from trafficmgr.topology.processes import ROOT, Process, free_port
-from trafficmgr.topology.stores import Services
+from trafficmgr.testing.ports import free_port
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.processes import ROOT, Process
+from trafficmgr.testing.topology.stores import Services
 
 FLEET = ROOT / "examples" / "fleet.yaml"
 # What daphne serves where the demo command cannot run the control loop: the real ASGI app

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from trafficmgr.topology.processes import free_port
+from trafficmgr.testing.ports import free_port
 
 
 class PostgresMissing(Exception):
