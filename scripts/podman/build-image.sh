@@ -11,8 +11,15 @@ PYTHON_IMAGE="${PYTHON_IMAGE:-localhost/trafficmgr-base/python:3.11}"
 
 # The context: the committed tree (HEAD, as a fresh clone has it; SOURCE=worktree takes the
 # working tree with its uncommitted changes instead), less what .dockerignore leaves out.
-PATHS=(Dockerfile .dockerignore pyproject.toml README.md trafficmgr regions dashboard agents
-  manage.py examples bench/compiled_env.sh)
+# The inputs: what the Dockerfile's COPY lines name (the sources of each, not the destination).
+if [ "${SOURCE:-HEAD}" = worktree ]; then
+  dockerfile="$(cat Dockerfile)"
+else
+  dockerfile="$(git show HEAD:Dockerfile)"
+fi
+mapfile -t PATHS < <(echo "$dockerfile" \
+  | awk '/^COPY / && !/--from/ {for (i = 2; i < NF; i++) print $i}' | sort -u)
+PATHS+=(Dockerfile .dockerignore)
 if [ "${SOURCE:-HEAD}" = worktree ]; then
   context="$ROOT"
   inputs="$(git ls-files -co --exclude-standard -- "${PATHS[@]}" | grep -v __pycache__ | sort \
