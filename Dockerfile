@@ -1,4 +1,5 @@
-# The request path's hot modules compiled with mypyc (the list: bench/compiled_env.sh), in a
+# The request path's hot modules compiled with mypyc (the list: pyproject.toml,
+# [tool.trafficmgr.compiled]; the build: scripts/build_compiled.py), in a
 # stage with a C compiler; the image gets them beside the same sources (docs/gateway.md,
 # "Compiled request path").
 # PYTHON_IMAGE: the base of both stages; where no registry is reachable, a stand-in built
@@ -10,10 +11,10 @@ RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
 WORKDIR /build
 COPY pyproject.toml README.md ./
 COPY trafficmgr trafficmgr
-COPY bench/compiled_env.sh bench/compiled_env.sh
+COPY scripts/build_compiled.py scripts/build_compiled.py
 # the dev extra: mypy, and the stubs its type check of the sources needs (as make install)
 RUN pip install --no-cache-dir ".[dev]" \
-    && MYPYC=mypyc COMPILED_DIR=out bash bench/compiled_env.sh
+    && python scripts/build_compiled.py --mypyc mypyc --out out
 
 FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1

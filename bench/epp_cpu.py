@@ -10,7 +10,7 @@ in ``BUFFERED``: body read, the core's pick, the reply built; gRPC's own time is
 the llm-d router's "scheduler latency". The EPP runs as ``bench/epp_timed.py``.
 
 ``--build NAME=DIR`` (repeatable) runs the EPP from the ``trafficmgr`` package under ``DIR``
-(``source``: the checkout; ``compiled``: ``bench/compiled_env.sh``'s build); the builds are
+(``source``: the checkout; ``compiled``: ``scripts/build_compiled.py``'s build); the builds are
 measured in turn, ``--rounds`` times, and each figure is the median over the rounds, so a
 before/after pair on a shared machine sees the same drift::
 

@@ -16,7 +16,7 @@ costs. Valgrind runs a program some 50 times slower, hence the low rates.
 
 ``--strategies`` measures the gateway once per picker (``round_robin`` next to ``ai_aware``
 shows what the cost-based pick adds to a request); ``--policies`` likewise vLLM Router;
-``--compiled`` adds the gateway on the compiled build (``bench/compiled_env.sh``: the hot
+``--compiled`` adds the gateway on the compiled build (``scripts/build_compiled.py``: the hot
 modules through mypyc), per picker. ``--http-servers own,uvicorn`` counts the gateway on each
 HTTP server it runs on (``--http-server``: its own, or uvicorn), per picker.
 
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--compiled",
         action="store_true",
-        help="also count the gateway on the compiled build (bench/compiled_env.sh)",
+        help="also count the gateway on the compiled build (scripts/build_compiled.py)",
     )
     p.add_argument(
         "--http-servers", default="own", help="the gateway's HTTP servers: own, uvicorn or both"

@@ -24,7 +24,7 @@ Phases, per target (direct, trafficmgr, Envoy + the EPP, vLLM Router per policy)
         [--json OUT]
 
 ``--compiled`` also measures the gateway running its hot modules compiled with mypyc
-(``bench/compiled_env.sh``, built first when its sources changed), as the container image
+(``scripts/build_compiled.py``, built first when its sources changed), as the container image
 runs it.
 
 A shared machine drifts over minutes, and the targets are measured one after the other:
@@ -121,9 +121,13 @@ def start(cmd: list[str], cpu: str, env: dict[str, str] | None = None) -> subpro
 
 def compiled_env() -> dict[str, str]:
     """Return the environment that runs ``trafficmgr`` from the compiled build (built or
-    rebuilt first by ``bench/compiled_env.sh``; the safe path keeps the checkout out)."""
+    rebuilt first by ``scripts/build_compiled.py``; the safe path keeps the checkout out)."""
     done = subprocess.run(
-        ["bash", "bench/compiled_env.sh"], cwd=ROOT, capture_output=True, text=True, check=False
+        [sys.executable, "scripts/build_compiled.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise SystemExit(f"the compiled build failed:\n{done.stderr[-3000:]}")
@@ -359,7 +363,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--compiled",
         action="store_true",
-        help="also measure the gateway on the compiled build (bench/compiled_env.sh)",
+        help="also measure the gateway on the compiled build (scripts/build_compiled.py)",
     )
     p.add_argument("--no-envoy", action="store_true", help="leave Envoy + the EPP out")
     p.add_argument("--envoy-workers", type=int, default=1, help="Envoy's --concurrency")

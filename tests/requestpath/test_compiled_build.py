@@ -1,8 +1,8 @@
-"""The compiled build (``bench/compiled_env.sh``: the hot modules through mypyc) decides and
-serves as the sources do: the engine's, the core's, the simulator's and the gateway's tests
-run against it, in a process whose ``trafficmgr`` is the build's. Python's safe path is set in
-that process's environment, so the gateways those tests start as processes of their own
-(``python -m trafficmgr.gateway``, on uvloop) run from the build too."""
+"""The compiled build (``scripts/build_compiled.py``: the hot modules ``pyproject.toml`` lists,
+through mypyc) decides and serves as the sources do: the engine's, the core's, the simulator's
+and the gateway's tests run against it, in a process whose ``trafficmgr`` is the build's.
+Python's safe path is set in that process's environment, so the gateways those tests start as
+processes of their own (``python -m trafficmgr.gateway``, on uvloop) run from the build too."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _build() -> Path:
     if not mypyc.exists():
         pytest.skip("mypyc is not installed (make install brings it)")
     done = subprocess.run(
-        ["bash", "bench/compiled_env.sh"],
+        [sys.executable, "scripts/build_compiled.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -48,7 +48,7 @@ def _build() -> Path:
 def test_the_compiled_modules_are_the_ones_the_build_lists() -> None:
     built = _build()
     listed = subprocess.run(
-        ["bash", "bench/compiled_env.sh", "--modules"],
+        [sys.executable, "scripts/build_compiled.py", "--modules"],
         cwd=ROOT,
         capture_output=True,
         text=True,

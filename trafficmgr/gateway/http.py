@@ -145,7 +145,7 @@ class HttpProtocol:
     """One client connection: parse, run the handler per request in order, write answers.
 
     An asyncio protocol by its methods, not by its base class: asyncio and uvloop call them by
-    name, and compiled (``bench/compiled_env.sh``) a class may not derive from an interpreted
+    name, and compiled (``scripts/build_compiled.py``) a class may not derive from an interpreted
     one such as ``asyncio.Protocol``."""
 
     def __init__(self, server: HttpServer) -> None:

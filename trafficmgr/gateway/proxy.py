@@ -171,7 +171,7 @@ class Proxy:
         except TimeoutError:
             _close(resp)
             return Failure(Outcome.TIMEOUT, f"{target.name}: no answer within {wait:g} s")
-        # one name per except clause: were this module compiled (bench/compiled_env.sh), a
+        # one name per except clause: were this module compiled (scripts/build_compiled.py), a
         # name two clauses bind would keep the first one's type and fail the second's check
         except ConnectFailed as refused:
             return Failure(Outcome.CONNECT_ERROR, f"{target.name}: {refused}")

@@ -436,7 +436,7 @@ class UpstreamPool:
         host, _, port = address.rpartition(":")
         host = host.strip("[]")
         loop = asyncio.get_running_loop()
-        # wait_for, not ``async with asyncio.timeout``: compiled (``bench/compiled_env.sh``),
+        # wait_for, not ``async with asyncio.timeout``: compiled (``scripts/build_compiled.py``),
         # an exception raised inside that block escaped the handlers below
         try:
             connecting = loop.create_connection(
