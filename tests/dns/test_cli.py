@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 from tests.dns.world import CITY_DB, EU_V4, FLEET_FILE, GB, NAME, ROOT, addresses, query
 from trafficmgr.dns.cli import add_server_arguments, config_from_args
 from trafficmgr.dns.config import parse_listen
+from trafficmgr.testing.ports import TCP_AND_UDP, free_port
 
 
 def test_parse_listen() -> None:
@@ -83,21 +83,6 @@ def test_a_bad_rate_limit_or_tcp_option_is_named(argv: tuple[str, str], named: s
         config_from_args(parse(*argv))
 
 
-def free_port() -> int:
-    """Return a port free for both UDP and TCP on 127.0.0.1 (at the time of asking)."""
-    for _ in range(20):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            udp.bind(("127.0.0.1", 0))
-            port = int(udp.getsockname()[1])
-            with socket.socket() as tcp:
-                try:
-                    tcp.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no free port")
-
-
 def wait_answering(port: int, process: subprocess.Popen[str], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -113,7 +98,7 @@ def wait_answering(port: int, process: subprocess.Popen[str], timeout: float = 3
 @contextmanager
 def running_server(tmp_path: Path, *extra: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
     """Run the server process on a free port until the block ends."""
-    port = free_port()
+    port = free_port(TCP_AND_UDP)
     args = [sys.executable, "-m", "trafficmgr.dns", "--fleet", str(FLEET_FILE)]
     args += ["--listen", f"127.0.0.1:{port}", "--geoip-db", str(CITY_DB)]
     args += ["--state-file", str(tmp_path / "state.json"), "--rrl-rate", "0", *extra]

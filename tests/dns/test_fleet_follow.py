@@ -15,12 +15,12 @@ import dns.query
 import dns.rcode
 import pytest
 
-from tests.dns.test_cli import free_port
 from tests.dns.world import CITY_DB, FLEET_FILE, GB, NAME, ROOT, ZONE, addresses, need_geoip, query
 from trafficmgr.dns.fleetwatch import FleetFile, apply_fleet, follow_fleet
 from trafficmgr.dns.server import DnsServer
 from trafficmgr.fleetfile import FleetError
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import TCP_AND_UDP, free_port
 
 
 def moved(fleet: Fleet, region: str, address: str) -> Fleet:
@@ -118,7 +118,7 @@ def test_server_process_follows_its_fleet_file(tmp_path: Path) -> None:
     need_geoip()
     path = tmp_path / "fleet.yaml"
     shutil.copy(FLEET_FILE, path)
-    port = free_port()
+    port = free_port(TCP_AND_UDP)
     process = subprocess.Popen(
         [
             sys.executable, "-m", "trafficmgr.dns", "--fleet", str(path),

@@ -24,13 +24,14 @@ import dns.query
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.dns.test_cli import free_port, running_server
+from tests.dns.test_cli import running_server
 from tests.dns.test_truncation import fleet_with_many_addresses
 from tests.dns.world import CITY_DB, FLEET_FILE, GB, NAME, ROOT, ask, query, quiet_config
 from trafficmgr.dns.config import parse_metrics
 from trafficmgr.dns.exporter import render, snapshot, table_state
 from trafficmgr.dns.server import DnsServer
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import TCP_AND_UDP, free_port
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -153,7 +154,7 @@ def send_queries(port: int, count: int) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_the_server_process_serves_every_worker_s_counters(tmp_path: Path, workers: str) -> None:
-    metrics_port = free_port()
+    metrics_port = free_port(TCP_AND_UDP)
     extra = ("--workers", workers, "--metrics", f"127.0.0.1:{metrics_port}")
     with running_server(tmp_path, *extra) as (port, _):
         before = samples(scrape(metrics_port))
@@ -176,7 +177,7 @@ def test_the_server_process_serves_every_worker_s_counters(tmp_path: Path, worke
 
 @pytest.mark.slow
 def test_manage_py_dnsserver_takes_the_metrics_option(tmp_path: Path) -> None:
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port = free_port(TCP_AND_UDP), free_port(TCP_AND_UDP)
     env = {**os.environ, "SECRET_KEY": "test", "TRAFFICMGR_VAR_DIR": str(tmp_path)}
     args = [sys.executable, "manage.py", "dnsserver", "--fleet", str(FLEET_FILE)]
     args += ["--listen", f"127.0.0.1:{port}", "--geoip-db", str(CITY_DB), "--rrl-rate", "0"]
@@ -205,7 +206,7 @@ def test_a_taken_metrics_port_stops_the_server_with_a_message(tmp_path: Path) ->
         taken.listen()
         busy = taken.getsockname()[1]
         args = [sys.executable, "-m", "trafficmgr.dns", "--fleet", str(FLEET_FILE)]
-        args += ["--listen", f"127.0.0.1:{free_port()}", "--state-file", ""]
+        args += ["--listen", f"127.0.0.1:{free_port(TCP_AND_UDP)}", "--state-file", ""]
         args += ["--metrics", f"127.0.0.1:{busy}"]
         done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "cannot serve" in done.stderr

@@ -29,14 +29,9 @@ from trafficmgr.dns.server import DnsServer, ServerThread
 from trafficmgr.dns.sources import REDIS_CHANNEL, REDIS_KEY
 from trafficmgr.routing.table import table_to_json
 from trafficmgr.routing.types import RoutingTable
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisProcess:

@@ -27,6 +27,7 @@ import dns.rdatatype
 import pytest
 
 from trafficmgr.dns.publishers import TsigKey
+from trafficmgr.testing.ports import TCP_AND_UDP, free_ports
 
 ZONE = "infer.example.test."
 PDNS_SCHEMA = Path("/usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql")
@@ -54,28 +55,6 @@ def need(binary: str) -> str:
     if path is None:
         pytest.skip(f"{binary} not installed (apt-get install {PACKAGES.get(binary, binary)})")
     return path
-
-
-def free_ports(count: int) -> list[int]:
-    """Return ports free on 127.0.0.1 for both TCP and UDP (held open while choosing)."""
-    held: list[socket.socket] = []
-    ports: list[int] = []
-    while len(ports) < count:
-        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        tcp.bind(("127.0.0.1", 0))
-        port = tcp.getsockname()[1]
-        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            udp.bind(("127.0.0.1", port))
-        except OSError:
-            tcp.close()
-            udp.close()
-            continue
-        held += [tcp, udp]
-        ports.append(port)
-    for sock in held:
-        sock.close()
-    return ports
 
 
 def new_key(name: str) -> TsigKey:
@@ -185,7 +164,7 @@ def bind_config(workdir: Path, port: int, views: Sequence[BindView]) -> str:
 
 def start_bind(workdir: Path, views: Sequence[BindView]) -> Running:
     named = need("named")
-    (port,) = free_ports(1)
+    (port,) = free_ports(1, TCP_AND_UDP)
     for view in views:
         (workdir / f"{view.name}.zone").write_text(ZONE_FILE)
     conf = workdir / "named.conf"
@@ -201,7 +180,7 @@ def start_bind(workdir: Path, views: Sequence[BindView]) -> Running:
 
 def start_knot(workdir: Path, key: TsigKey, allow_transfer: bool = True) -> Running:
     knotd = need("knotd")
-    (port,) = free_ports(1)
+    (port,) = free_ports(1, TCP_AND_UDP)
     (workdir / "zone").mkdir()
     (workdir / "db").mkdir()
     (workdir / "zone" / f"{ZONE}zone").write_text(ZONE_FILE)
@@ -227,7 +206,7 @@ def start_knot(workdir: Path, key: TsigKey, allow_transfer: bool = True) -> Runn
 
 def start_powerdns(workdir: Path, api_key: str, extra: Sequence[str] = ()) -> Running:
     pdns = need("pdns_server")
-    port, api_port = free_ports(2)
+    port, api_port = free_ports(2, TCP_AND_UDP)
     database = pdns_database(workdir)
     settings = {
         "launch": "gsqlite3",

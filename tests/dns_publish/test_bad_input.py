@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.dns_publish.conftest import Bind
-from tests.dns_publish.servers import free_ports, new_key
+from tests.dns_publish.servers import new_key
 from tests.dns_publish.world import make_table, make_zone, table_v1
 from trafficmgr.dns.publishers import (
     PowerDnsTarget,
@@ -21,6 +21,7 @@ from trafficmgr.dns.publishers import (
     metrics,
     publish,
 )
+from trafficmgr.testing.ports import TCP_AND_UDP, free_ports
 
 FAST = RetryPolicy(attempts=3, first_delay_s=0.05, max_delay_s=0.2)
 
@@ -43,7 +44,7 @@ def test_a_wrong_tsig_key_is_a_clear_error_and_counted(bind: Bind, wrong: str) -
 
 
 def test_a_server_that_is_down_is_retried_then_reported() -> None:
-    (port,) = free_ports(1)  # nothing listens there
+    (port,) = free_ports(1, TCP_AND_UDP)  # nothing listens there
     target = Rfc2136Target(make_zone(), "127.0.0.1", new_key("k"), port=port, retry=FAST)
     started = time.monotonic()
 
@@ -57,7 +58,7 @@ def test_a_server_that_is_down_is_retried_then_reported() -> None:
 
 
 def test_a_powerdns_api_that_is_down_is_retried_then_reported() -> None:
-    (port,) = free_ports(1)
+    (port,) = free_ports(1, TCP_AND_UDP)
     target = PowerDnsTarget(make_zone(), f"http://127.0.0.1:{port}", "key", retry=FAST)
 
     with pytest.raises(UnreachableError, match="read zone failed after 3 attempt"):
@@ -67,7 +68,7 @@ def test_a_powerdns_api_that_is_down_is_retried_then_reported() -> None:
 
 
 def test_a_table_naming_an_unknown_region_is_refused_before_any_request() -> None:
-    (port,) = free_ports(1)
+    (port,) = free_ports(1, TCP_AND_UDP)
     table = make_table("bad000000001", {"default": {"llama-3-70b": [("mars-north", 1.0)]}})
     target = Rfc2136Target(make_zone(), "127.0.0.1", new_key("k"), port=port, retry=FAST)
 
@@ -85,7 +86,7 @@ def test_an_unknown_client_zone_key_fails_when_the_target_is_built() -> None:
 
 
 def test_publish_reports_every_failure_and_carries_on() -> None:
-    (port,) = free_ports(1)
+    (port,) = free_ports(1, TCP_AND_UDP)
     down = Rfc2136Target(make_zone(), "127.0.0.1", new_key("k"), port=port, retry=FAST)
     api = PowerDnsTarget(make_zone(), f"http://127.0.0.1:{port}", "key", retry=FAST)
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.dns_publish.servers import free_ports, need, new_key, pdns_database, spawn, wait_api
+from tests.dns_publish.servers import need, new_key, pdns_database, spawn, wait_api
 from tests.dns_publish.world import EU_WEST_V4, US_EAST_V4, ask, fqdn, make_zone, table_v1
 from trafficmgr.dns.publishers import PowerDnsTarget, Rfc2136Target, targets_from_dict
+from trafficmgr.testing.ports import TCP_AND_UDP, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +79,7 @@ def test_powerdns_conf_serves_published_lua_records(tmp_path: Path) -> None:
     shipped = tmp_path / "shipped"
     shipped.mkdir()
     (shipped / "pdns.conf").write_text((DEPLOY / "powerdns" / "pdns.conf").read_text())
-    port, api_port = free_ports(2)
+    port, api_port = free_ports(2, TCP_AND_UDP)
     overrides = [  # the shipped file, with test paths, ports and key on the command line
         f"--gsqlite3-database={database}",
         "--local-address=127.0.0.1",

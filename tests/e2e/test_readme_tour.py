@@ -32,7 +32,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -48,6 +47,7 @@ from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.geoip import Locator
 from trafficmgr.routing.residency import allowed_regions
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -95,12 +95,6 @@ def on_test_ports(command: str, ports: Ports) -> str:
     command = command.replace(DEFAULT_GATEWAY, f"127.0.0.1:{ports.gateway}")
     command = command.replace(DEFAULT_DNS, f"@127.0.0.1 -p {ports.dns}")
     return re.sub(r"(?<![\w/.])\.venv/bin/python(?=\s)", shlex.quote(sys.executable), command)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Demo:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.epp.harness import EnvoyProcess, LoopThread, envoy_binary, fleet_yaml, free_port
+from tests.epp.harness import EnvoyProcess, LoopThread, envoy_binary, fleet_yaml
 from tests.epp.roundrobin import RoundRobinDecision
 from tests.epp.upstream import Upstream
 from trafficmgr.epp.decision import ClientIdentity, Decision
@@ -24,6 +24,7 @@ from trafficmgr.epp.exchange import ExchangeSettings
 from trafficmgr.epp.server import EppServer, start_server
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import free_port
 
 TOKEN = "epp-test-token"
 MAX_BODY = 200_000  # the EPP's limit; Envoy buffers up to twice that

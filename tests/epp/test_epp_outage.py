@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.epp.harness import ROOT, EnvoyProcess, LoopThread, fleet_yaml, free_port
+from tests.epp.harness import ROOT, EnvoyProcess, LoopThread, fleet_yaml
 from tests.epp.upstream import Upstream
 from trafficmgr.epp.envoy_config import EnvoyOptions, render
 from trafficmgr.fleetfile import load_fleet_text
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 

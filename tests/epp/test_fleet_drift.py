@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.epp.conftest import TOKEN
-from tests.epp.harness import EnvoyProcess, LoopThread, fleet_yaml, free_port
+from tests.epp.harness import EnvoyProcess, LoopThread, fleet_yaml
 from tests.epp.http import Reply, post
 from tests.epp.roundrobin import RoundRobinDecision
 from tests.epp.upstream import Upstream
@@ -26,6 +26,7 @@ from trafficmgr.epp.envoy_config import EnvoyOptions, bootstrap_endpoints, rende
 from trafficmgr.epp.exchange import ExchangeSettings
 from trafficmgr.epp.server import start_server
 from trafficmgr.fleetfile import load_fleet_text
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 

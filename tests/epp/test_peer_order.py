@@ -23,12 +23,13 @@ from envoy.service.ext_proc.v3.external_processor_pb2_grpc import ExternalProces
 from google.protobuf.struct_pb2 import Struct
 
 from tests.epp.conftest import TOKEN, Bench
-from tests.epp.harness import LoopThread, fleet_yaml, free_port
+from tests.epp.harness import LoopThread, fleet_yaml
 from tests.epp.roundrobin import RoundRobinDecision
 from tests.epp.test_grpc_stream import CHAT, Stream, headers, mode_config
 from trafficmgr.epp.decision import ClientIdentity, Outcome
 from trafficmgr.epp.server import start_server
 from trafficmgr.fleetfile import load_fleet_text
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.gateway.test_standalone_cli import _free_port
 from tests.gateway.world import world_fleet
 from trafficmgr.contracts import PREFIX
 from trafficmgr.fleetfile import dump_fleet
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,10 +42,10 @@ def test_two_replicas_merge_each_other(redis_url: str, tmp_path: Path) -> None:
     procs, ports = [], []
     try:
         for _ in range(2):
-            metrics = _free_port()
+            metrics = free_port()
             ports.append(metrics)
             cmd = [sys.executable, "-m", "trafficmgr.epp", "--fleet", str(fleet),
-                   "--listen", f"127.0.0.1:{_free_port()}", "--token", "t",
+                   "--listen", f"127.0.0.1:{free_port()}", "--token", "t",
                    "--shared-state", url, "--metrics-listen", f"127.0.0.1:{metrics}"]  # fmt: skip
             procs.append(subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL))
         deadline = time.monotonic() + 30

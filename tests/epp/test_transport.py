@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.epp.conftest import TOKEN
-from tests.epp.harness import EnvoyProcess, LoopThread, fleet_yaml, free_port
+from tests.epp.harness import EnvoyProcess, LoopThread, fleet_yaml
 from tests.epp.http import post
 from tests.epp.roundrobin import RoundRobinDecision
 from tests.epp.upstream import Upstream
@@ -31,6 +31,7 @@ from trafficmgr.epp.envoy_config import EnvoyOptions, render
 from trafficmgr.epp.server import ServerTls, start_server
 from trafficmgr.fleetfile import load_fleet_text
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 

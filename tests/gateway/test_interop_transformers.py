@@ -28,7 +28,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.epp.harness import EnvoyProcess, LoopThread, envoy_binary, fleet_yaml, free_port
+from tests.epp.harness import EnvoyProcess, LoopThread, envoy_binary, fleet_yaml
 from tests.gateway.transformers_server import (
     MODEL,
     ROOT,
@@ -46,6 +46,7 @@ from trafficmgr.gateway import GatewaySettings
 from trafficmgr.requestpath import RequestPath
 from trafficmgr.requestpath.credentials import METRICS_TOKEN_ENV, TOKENS_ENV
 from trafficmgr.requestpath.source import StaticSource
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 

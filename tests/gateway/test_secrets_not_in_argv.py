@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,14 +15,9 @@ import openai
 
 from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serves(port: int, token: str) -> bool:
@@ -59,7 +53,7 @@ def test_tokens_from_a_file_and_the_environment_stay_out_of_argv(
     (tmp_path / "fleet.yaml").write_text(dump_fleet(fleet))
     (tmp_path / "tokens").write_text("sk-from-file\n")
     (tmp_path / "upstream").write_text("sk-upstream\n")
-    port = _free_port()
+    port = free_port()
     args = ["--fleet", str(tmp_path / "fleet.yaml"), "--listen", f"127.0.0.1:{port}"]
     args += ["--token-file", str(tmp_path / "tokens")]
     args += ["--upstream-key-file", str(tmp_path / "upstream")]
@@ -77,7 +71,7 @@ def test_a_token_on_the_command_line_still_works_with_a_warning(
     fleet: Fleet, tmp_path: Path
 ) -> None:
     (tmp_path / "fleet.yaml").write_text(dump_fleet(fleet))
-    port = _free_port()
+    port = free_port()
     args = ["--fleet", str(tmp_path / "fleet.yaml"), "--listen", f"127.0.0.1:{port}"]
     proc = _start([*args, "--token", "sk-argv"], {})
     try:

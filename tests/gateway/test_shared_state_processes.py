@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 import redis
 
-from tests.gateway.test_standalone_cli import _free_port
 from tests.gateway.world import world_fleet
 from trafficmgr.contracts import PREFIX
 from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.simserver import ServeOptions, SimServerThread, fleet_specs
 from trafficmgr.simserver.layout import with_addresses
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def start(fleet_file: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[byt
     procs: list[subprocess.Popen[bytes]] = []
 
     def launch(*flags: str) -> tuple[subprocess.Popen[bytes], int]:
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(
             [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet_file),
              "--listen", f"127.0.0.1:{port}", "--token", TOKEN, *flags],

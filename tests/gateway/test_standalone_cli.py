@@ -4,7 +4,6 @@ a clean exit on SIGTERM."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,9 @@ import openai
 
 from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _fleet_file(fleet: Fleet, path: Path) -> Path:
@@ -30,7 +24,7 @@ def _fleet_file(fleet: Fleet, path: Path) -> Path:
 
 
 def test_two_workers_serve_and_stop_on_sigterm(fleet: Fleet, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "trafficmgr.gateway",

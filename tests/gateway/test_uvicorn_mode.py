@@ -42,7 +42,7 @@ from tests.gateway.test_openai_client import (  # noqa: F401
     test_completions_endpoint_streams_too,
     test_stream_passes_every_chunk_and_the_usage,
 )
-from tests.gateway.test_standalone_cli import _fleet_file, _free_port
+from tests.gateway.test_standalone_cli import _fleet_file
 from tests.gateway.test_streams_and_disconnects import (  # noqa: F401
     flights,
     long_stream,
@@ -55,6 +55,7 @@ from trafficmgr.gateway.asgi import UvicornServer
 from trafficmgr.routing.types import Fleet
 from trafficmgr.simserver import ServeOptions, SimServerThread, fleet_specs
 from trafficmgr.simserver.layout import with_addresses
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +95,7 @@ def test_a_streamed_answer_is_framed_by_uvicorn(gateway: GatewayThread) -> None:
 
 
 def test_the_standalone_command_serves_on_uvicorn(fleet: Fleet, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "trafficmgr.gateway",

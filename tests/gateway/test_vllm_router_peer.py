@@ -22,6 +22,7 @@ import pytest
 from tests.gateway.world import TOKEN, US_IP, GatewayThread, ledger_drained, make_core, world_fleet
 from trafficmgr.simserver import SimServerThread, fleet_specs
 from trafficmgr.simserver.layout import with_addresses
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -47,12 +48,6 @@ def router_binary() -> tuple[Path | None, str]:
             tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
             return None, "vllm-router wheel not installable: " + " | ".join(tail)
     return INSTALLED, ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

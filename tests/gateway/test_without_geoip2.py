@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,21 +14,16 @@ import openai
 
 from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = "import sys\nsys.modules['geoip2'] = None\nsys.modules['geoip2.database'] = None\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_gateway_serves_without_geoip2(fleet: Fleet, tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(BLOCK)  # imported first: geoip2 is gone
     (tmp_path / "fleet.yaml").write_text(dump_fleet(fleet))
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
     env["TRAFFICMGR_CLIENT_TOKENS"] = "sk-geo"
     args = ["--fleet", str(tmp_path / "fleet.yaml"), "--listen", f"127.0.0.1:{port}"]

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.gateway.metrics import SHARE_S, WorkerShare, pooled
 from trafficmgr.routing.types import Fleet
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,9 +133,7 @@ def _scrape(port: int) -> dict[str, float]:
 
 
 def test_every_scrape_of_two_workers_counts_every_request(fleet: Fleet, tmp_path: Path) -> None:
-    from tests.gateway.test_standalone_cli import _free_port
-
-    port = _free_port()
+    port = free_port()
     before = set(Path(tempfile.gettempdir()).glob("trafficmgr-gateway-metrics-*"))
     (tmp_path / "fleet.yaml").write_text(dump_fleet(fleet))
     proc = subprocess.Popen(

@@ -15,13 +15,14 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / "var" / "transformers-venv"
@@ -78,12 +79,6 @@ def tiny_model(venv: Path) -> Path:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return home
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class TransformersServer:

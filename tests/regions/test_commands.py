@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from regions.audit.trail import cli_actor
 from regions.fleet.services import fleet_snapshot
 from regions.models import AgentToken, ApiToken, AuditLog, Endpoint, Region
 from trafficmgr.fleetfile import dump_fleet
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,12 +174,6 @@ def test_token_names_that_look_like_sql_or_html_round_trip(world: Any) -> None:
     user = resolve_token(secret)
     assert user is not None and user.name == name
     assert ApiToken.objects.get().name == name
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Demo:

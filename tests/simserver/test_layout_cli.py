@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import tomllib
@@ -16,14 +15,9 @@ from tests.simserver.lab import request
 from trafficmgr.fleetfile import load_fleet_file, load_fleet_text
 from trafficmgr.simserver import fleet_specs, single_spec
 from trafficmgr.simserver.cli import run_cli
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def local_fleet(port: int) -> str:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.regions.alerts.receiver import receiving
-from tests.regions.test_commands import ROOT, Demo, free_port
+from tests.regions.test_commands import ROOT, Demo
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.worlds import WORLD
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -45,12 +46,6 @@ with acting_as("tests:live", "cli"):
                                     created_by="tests")[1]
 print(json.dumps(secrets))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], bool], message: str, timeout: float = 30.0) -> None:

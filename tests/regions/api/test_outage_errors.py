@@ -22,11 +22,11 @@ from tests.regions.api.live_server import (
     AppServer,
     RedisProcess,
     Reply,
-    free_port,
     prepare_database,
     server_env,
 )
 from tests.regions.loop.conftest import hb_doc
+from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 
