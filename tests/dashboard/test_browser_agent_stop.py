@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import pytest
 import yaml
 
 from tests.worlds import FAST_FAILOVER
-from trafficmgr.testing.ports import free_port
+from trafficmgr.testing.demo import Demo
 from trafficmgr.testing.topology.liveserver import CHROMIUM, CHROMIUM_ARGS, browser_missing
 from trafficmgr.testing.topology.processes import ROOT
 
@@ -87,57 +86,6 @@ def environment(var_dir: Path) -> dict[str, str]:
     for name in ("DATABASE_URL", "REDIS_URL"):
         env.pop(name, None)
     return {k: v for k, v in env.items() if not k.startswith("TRAFFICMGR_AGENT_")}
-
-
-class Demo:
-    """``manage.py demo --no-agents`` in a subprocess, its output collected line by line."""
-
-    def __init__(self, env: dict[str, str], port: int, dns_port: int, fleet: Path) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "manage.py",
-                "demo",
-                "--http",
-                f"127.0.0.1:{port}",
-                "--dns",
-                f"127.0.0.1:{dns_port}",
-                "--gateway",
-                f"127.0.0.1:{free_port()}",
-                "--servers-port",
-                "0",
-                "--no-agents",
-                "--fleet",
-                str(fleet),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def wait_for(self, marker: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if marker in line:
-                    return line
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no {marker!r} in demo output:\n{''.join(self.lines)[-3000:]}")
-
-    def output(self) -> str:
-        return "".join(self.lines)
 
 
 def create_agent_tokens(env: dict[str, str], regions: list[str], timeout: float) -> dict[str, str]:
@@ -248,7 +196,7 @@ def test_stopping_a_regions_agents_shows_it_down_on_the_open_page_within_3_s(
     fleet = yaml.safe_load(FAST_FAILOVER)
     regions = [r["name"] for r in fleet["regions"]]
     env = environment(tmp_path / "var")
-    demo = Demo(env, free_port(), free_port(), fleet_file)
+    demo = Demo(env, agents=False, fleet=fleet_file)
     agents: dict[str, list[subprocess.Popen[bytes]]] = {}
     errors: list[str] = []
     try:

@@ -31,14 +31,11 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -47,7 +44,7 @@ from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.geoip import Locator
 from trafficmgr.routing.residency import allowed_regions
 from trafficmgr.routing.types import Fleet
-from trafficmgr.testing.ports import free_port
+from trafficmgr.testing.demo import Demo, DemoPorts
 
 pytestmark = pytest.mark.integration
 
@@ -82,64 +79,12 @@ def tour_commands(readme: str) -> list[str]:
     return commands
 
 
-@dataclass(frozen=True)
-class Ports:
-    web: int
-    dns: int
-    gateway: int
-
-
-def on_test_ports(command: str, ports: Ports) -> str:
+def on_test_ports(command: str, ports: DemoPorts) -> str:
     """Rewrite the demo's default addresses (and the checkout's interpreter) to the test's."""
     command = command.replace(DEFAULT_WEB, f"127.0.0.1:{ports.web}")
     command = command.replace(DEFAULT_GATEWAY, f"127.0.0.1:{ports.gateway}")
     command = command.replace(DEFAULT_DNS, f"@127.0.0.1 -p {ports.dns}")
     return re.sub(r"(?<![\w/.])\.venv/bin/python(?=\s)", shlex.quote(sys.executable), command)
-
-
-class Demo:
-    """``manage.py demo`` in a subprocess on free ports, its output collected line by line."""
-
-    def __init__(self, workdir: Path, env: dict[str, str], ports: Ports) -> None:
-        argv = [sys.executable, "manage.py", "demo"]
-        argv += ["--http", f"127.0.0.1:{ports.web}", "--dns", f"127.0.0.1:{ports.dns}"]
-        argv += ["--gateway", f"127.0.0.1:{ports.gateway}", "--servers-port", "0"]
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=workdir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def wait_for(self, marker: str, timeout: float = 120.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if marker in line:
-                    return line
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise AssertionError(f"no {marker!r} in the demo's output:\n{''.join(self.lines)}")
-
-    def stop(self, timeout: float = 60.0) -> int:
-        """Ctrl-C the demo and return its exit code; kill it (and fail) if it does not stop."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise AssertionError(f"the demo ran on {timeout:g} s after Ctrl-C") from None
 
 
 def fresh_clone_env(var_dir: Path) -> dict[str, str]:
@@ -179,18 +124,18 @@ def tools() -> None:
 
 
 @pytest.fixture
-def demo(workdir: Path, tools: None) -> Iterator[tuple[Demo, Ports, dict[str, str]]]:
+def demo(workdir: Path, tools: None) -> Iterator[tuple[Demo, DemoPorts, dict[str, str]]]:
     """The running demo, its ports, and the second shell's environment ($TOKEN, $CLIENT)."""
-    ports = Ports(free_port(), free_port(), free_port())
+    ports = DemoPorts.free()
     env = fresh_clone_env(workdir / "var")
-    running = Demo(workdir, env, ports)
+    running = Demo(env, ports, cwd=workdir)
     try:
         running.wait_for("trafficmgr demo is running")
         token = running.wait_for("API token").split()[2]
         client = running.wait_for("(a client token for the gateway)").split()[1]
         yield running, ports, {**env, "TOKEN": token, "CLIENT": client}
     finally:
-        code = running.stop()
+        code = running.interrupt()
     assert code == 0, "".join(running.lines[-40:])
     assert "Traceback" not in "".join(running.lines), "".join(running.lines[-40:])
 
@@ -298,7 +243,7 @@ def test_the_readme_parses_into_the_tour_s_commands() -> None:
         "drill",
         "simulator",
     ]
-    ports = Ports(18000, 15353, 18080)
+    ports = DemoPorts(18000, 15353, 18080)
     rewritten = [on_test_ports(c, ports) for c in commands]
     shown = " ".join(rewritten)
     assert "127.0.0.1:8000" not in shown and "-p 5353" not in shown and ":8080" not in shown
@@ -308,7 +253,7 @@ def test_the_readme_parses_into_the_tour_s_commands() -> None:
 
 
 def test_the_tour_works_step_by_step_on_the_demo_fleet(
-    demo: tuple[Demo, Ports, dict[str, str]], workdir: Path
+    demo: tuple[Demo, DemoPorts, dict[str, str]], workdir: Path
 ) -> None:
     running, ports, env = demo
     wait_until_every_region_reported(ports, env["TOKEN"])
@@ -334,7 +279,7 @@ def test_the_tour_works_step_by_step_on_the_demo_fleet(
     assert running.proc.poll() is None, "the demo stopped during the tour"
 
 
-def wait_until_every_region_reported(ports: Ports, token: str, timeout: float = 60.0) -> None:
+def wait_until_every_region_reported(ports: DemoPorts, token: str, timeout: float = 60.0) -> None:
     """Wait until the table knows every region from its agents (the reader's first minute)."""
     request = urllib.request.Request(
         f"http://127.0.0.1:{ports.web}/api/v1/routing/table",

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +24,7 @@ from regions.audit.trail import cli_actor
 from regions.fleet.services import fleet_snapshot
 from regions.models import AgentToken, ApiToken, AuditLog, Endpoint, Region
 from trafficmgr.fleetfile import dump_fleet
+from trafficmgr.testing.demo import Demo, DemoPorts
 from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.django_db
@@ -176,87 +176,33 @@ def test_token_names_that_look_like_sql_or_html_round_trip(world: Any) -> None:
     assert ApiToken.objects.get().name == name
 
 
-class Demo:
-    """``manage.py demo`` in a subprocess, its output collected line by line."""
-
-    def __init__(
-        self,
-        var_dir: Path,
-        port: int,
-        dns_port: int,
-        *,
-        agents: bool = False,
-        extra: tuple[str, ...] = (),
-        redis_url: str | None = None,
-    ) -> None:
-        env = os.environ | {
-            "TRAFFICMGR_VAR_DIR": str(var_dir),
-            "TRAFFICMGR_GEOIP_DB": str(ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb"),
-            "SECRET_KEY": "test",
-            "PYTHONUNBUFFERED": "1",
-        }
-        env.pop("DATABASE_URL", None)
-        env.pop("REDIS_URL", None)
-        if redis_url is not None:
-            env["REDIS_URL"] = redis_url
-        self.env = env
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "manage.py",
-                "demo",
-                "--http",
-                f"127.0.0.1:{port}",
-                "--dns",
-                f"127.0.0.1:{dns_port}",
-                "--gateway",
-                f"127.0.0.1:{free_port()}",
-                "--servers-port",
-                "0",
-                *([] if agents else ["--no-agents"]),
-                *extra,
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def interrupt(self, timeout: float = 60) -> int:
-        """Ctrl-C the demo and return its exit code; kill it (and fail) if it does not stop."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise AssertionError(
-                f"demo still running {timeout:g} s after Ctrl-C:\n{''.join(self.lines)}"
-            ) from None
-
-    def wait_for(self, marker: str, timeout: float = 90) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if marker in line:
-                    return line
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise AssertionError(f"no {marker!r} in demo output:\n{''.join(self.lines)}")
+def start_demo(
+    var_dir: Path,
+    port: int,
+    dns_port: int,
+    *,
+    agents: bool = False,
+    extra: tuple[str, ...] = (),
+    redis_url: str | None = None,
+) -> Demo:
+    """``manage.py demo`` on SQLite in ``var_dir``, on Redis only if ``redis_url`` is given."""
+    env = os.environ | {
+        "TRAFFICMGR_VAR_DIR": str(var_dir),
+        "TRAFFICMGR_GEOIP_DB": str(ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb"),
+        "SECRET_KEY": "test",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    if redis_url is not None:
+        env["REDIS_URL"] = redis_url
+    ports = DemoPorts(port, dns_port, free_port())
+    return Demo(env, ports, agents=agents, extra=extra)
 
 
 def test_demo_serves_the_api_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     port, dns_port = free_port(), free_port()
-    demo = Demo(tmp_path, port, dns_port)
+    demo = start_demo(tmp_path, port, dns_port)
     try:
         demo.wait_for("trafficmgr demo is running")
         token = demo.wait_for("API token").split()[2]
@@ -286,7 +232,7 @@ def test_demo_runs_loop_dns_and_agents_together(tmp_path: Path) -> None:
     import dns.query
 
     port, dns_port = free_port(), free_port()
-    demo = Demo(tmp_path, port, dns_port, agents=True)
+    demo = start_demo(tmp_path, port, dns_port, agents=True)
     try:
         demo.wait_for("trafficmgr demo is running")
         token = demo.wait_for("API token").split()[2]
@@ -341,7 +287,7 @@ def run_demo(tmp_path: Path, *extra: str) -> tuple[str, str, int]:
     """Start the demo, wait for its banner, check its token, stop it; return its credentials
     and what a call with its token answered while it ran."""
     port, dns_port = free_port(), free_port()
-    demo = Demo(tmp_path, port, dns_port, extra=extra)
+    demo = start_demo(tmp_path, port, dns_port, extra=extra)
     try:
         demo.wait_for("trafficmgr demo is running")
         token, password = credentials_of(demo)
@@ -365,7 +311,7 @@ def test_demo_keeps_its_credentials_until_asked_to_rotate_them(tmp_path: Path) -
     new_token, new_password, status = run_demo(tmp_path, "--rotate-credentials")
     assert new_token != first_token and new_password != first_password and status == 200
     port, dns_port = free_port(), free_port()
-    demo = Demo(tmp_path, port, dns_port)
+    demo = start_demo(tmp_path, port, dns_port)
     try:
         demo.wait_for("trafficmgr demo is running")
         assert credentials_of(demo)[0] == new_token
@@ -378,7 +324,7 @@ def test_demo_logs_to_a_file_writes_its_url_and_drill_finds_it(tmp_path: Path) -
     """The banner stays on screen (the per-second log goes to var/demo.log), and ``manage.py
     drill`` reaches a demo on a port other than 8000 through var/demo.json."""
     port, dns_port = free_port(), free_port()
-    demo = Demo(tmp_path, port, dns_port, agents=True)
+    demo = start_demo(tmp_path, port, dns_port, agents=True)
     try:
         demo.wait_for("trafficmgr demo is running")
         demo.wait_for(f"log        {tmp_path / 'demo.log'}")
@@ -576,7 +522,7 @@ def test_demo_runs_on_redis_and_a_separate_gateway_shares_its_table(
     ``manage.py gateway`` started beside it routes on the same table."""
     url = own_database(redis_url)
     port, dns_port, gw_port = free_port(), free_port(), free_port()
-    demo = Demo(tmp_path, port, dns_port, redis_url=url)
+    demo = start_demo(tmp_path, port, dns_port, redis_url=url)
     gateway: subprocess.Popen[str] | None = None
     try:
         demo.wait_for("trafficmgr demo is running")

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.regions.alerts.receiver import receiving
-from tests.regions.test_commands import ROOT, Demo
+from tests.regions.test_commands import ROOT, start_demo
+from trafficmgr.testing.demo import Demo
 from trafficmgr.testing.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,7 @@ def admin_token(demo: Demo) -> str:
 
 def test_a_test_send_is_delivered_by_the_demo(tmp_path: Path) -> None:
     port = free_port()
-    demo = Demo(tmp_path, port, free_port())
+    demo = start_demo(tmp_path, port, free_port())
     try:
         demo.wait_for("trafficmgr demo is running")
         token = demo.wait_for("API token").split()[2]  # an operator's

@@ -35,7 +35,8 @@ from typing import Any
 
 import yaml
 
-from trafficmgr.testing.ports import free_port
+from trafficmgr.testing.demo import DemoPorts, demo_argv
+from trafficmgr.testing.ports import TCP_AND_UDP, free_port
 from trafficmgr.testing.topology.cluster import Cluster
 from trafficmgr.testing.topology.processes import ROOT, Process
 from trafficmgr.testing.topology.stores import Services
@@ -156,22 +157,8 @@ class LiveServer:
         port = int(self.url.rsplit(":", 1)[1])
         if self.agents or demo_supports_loop():
             self.mode = "demo"
-            cmd = [
-                sys.executable,
-                "manage.py",
-                "demo",
-                "--http",
-                f"127.0.0.1:{port}",
-                "--dns",
-                f"127.0.0.1:{free_port()}",
-                "--gateway",
-                f"127.0.0.1:{free_port()}",
-                "--servers-port",
-                "0",
-                *([] if self.agents else ["--no-agents"]),
-                "--fleet",
-                str(FLEET),
-            ]
+            ports = DemoPorts(port, free_port(TCP_AND_UDP), free_port())
+            cmd = demo_argv(ports, agents=self.agents, fleet=FLEET)
         else:
             self.mode = "asgi"
             cmd = [
