@@ -4,7 +4,7 @@
 an identical previous table, and with the previous tick's table from other heartbeats, the
 control loop's case, where spillover and the shift limit have work to do), evaluate_fleet
 over 2,000 heartbeats, and diff_tables between two ticks' tables.
-Run: .venv/bin/python bench/engine_table.py [--runs 20] [--json OUT]
+Run: .venv/bin/python -m bench.engine.table [--runs 20] [--json OUT]
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.suite import write_json
 from trafficmgr.routing.countries import CENTROID_OF, CONTINENT_OF
 from trafficmgr.routing.failover import RegionMachine, evaluate_fleet
 from trafficmgr.routing.table import clear_distance_cache, compile_table, diff_tables
@@ -265,7 +262,7 @@ def main() -> None:
     }
     print(json.dumps(figures, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+        write_json(args.json, figures)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Measure one per-request pick among many endpoints, in process; print p50/p99 per strategy.
 
-Run: .venv/bin/python bench/engine_pick.py [--endpoints 1000] [--picks 20000]
+Run: .venv/bin/python -m bench.engine.pick [--endpoints 1000] [--picks 20000]
 
 The candidates are a tuple refreshed every ``--refresh`` picks, as a gateway refreshes its
 snapshot on each load report. Two ways to use ai_aware: a gateway calls ``prepare()`` on

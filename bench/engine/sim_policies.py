@@ -1,6 +1,6 @@
 """Compare routing policies in the simulator: fleet x traces x loads, one table.
 
-Run: .venv/bin/python bench/sim_policies.py [--fleet examples/fleet.yaml]
+Run: .venv/bin/python -m bench.engine.sim_policies [--fleet examples/fleet.yaml]
          [--loads 0.6,0.8,0.9] [--traces A,B] [--region NAME] [--speed]
          [--gateways 1,4] [--shared] [--seeds 0,1,2] [--json OUT] [--omniscient]
 
@@ -33,13 +33,13 @@ examples/fleet-homogeneous.yaml``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.suite import ROOT, write_json
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.routing.types import ClientShare, Fleet
 from trafficmgr.sim.gateways import SharedModel
@@ -47,7 +47,7 @@ from trafficmgr.sim.metrics import coefficient_of_variation
 from trafficmgr.sim.run import DEFAULT_POLICIES, RunResult, simulate
 from trafficmgr.sim.traces import Trace, TraceRequest, read_trace
 
-DATA = Path(__file__).resolve().parents[1] / "examples" / "traces"
+DATA = ROOT / "examples" / "traces"
 TRACES = (
     str(DATA / "AzureLLMInferenceTrace_code.csv"),
     str(DATA / "mooncake_synthetic_trace.jsonl"),
@@ -232,8 +232,8 @@ def main() -> None:
                     print_breakdown(result, fleet)
                     rows.append(cell_row(Path(path).name, load, seed, label, view, result))
     if args.json:
-        command = "python bench/sim_policies.py " + " ".join(sys.argv[1:])
-        Path(args.json).write_text(json.dumps({"command": command, "cells": rows}, indent=1))
+        command = "python -m bench.engine.sim_policies " + " ".join(sys.argv[1:])
+        write_json(args.json, {"command": command, "cells": rows}, indent=1)
 
 
 def cell_row(

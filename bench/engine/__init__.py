@@ -1,0 +1,1 @@
+"""Engine benchmarks: the global table, one pick, the simulator's policies."""
