@@ -6,7 +6,7 @@ answers decisions from the published table and live endpoint loads. Requests mix
 addresses (GeoIP lookups) and client countries over the fleet's models, 100-8,000 prompt
 tokens.
 
-Run: .venv/bin/python bench/decisions.py --redis-url redis://127.0.0.1:6379/13
+Run: .venv/bin/python -m bench.controlplane.decisions --redis-url redis://127.0.0.1:6379/13
      [--duration 10] [--concurrency 8] [--database-url postgres://...]
      [--server daphne|uvicorn] [--workers N] [--no-front] [--rate R] [--in-process N]
      [--completions ITEMS]
@@ -32,16 +32,16 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from http_load import (
+from bench.controlplane.http_load import (
     arguments,
     describe,
-    free_port,
     load,
     prepare,
     report_in_process,
     serve,
     stop,
 )
+from bench.suite import free_port
 
 IPS = (
     "81.2.69.142",
@@ -119,8 +119,7 @@ def main() -> None:
     if not args.redis_url:
         raise SystemExit("--redis-url is needed: the bench and daphne share the hot state")
     env = prepare(args)
-    from engine_table import heartbeats
-
+    from bench.engine.table import heartbeats
     from regions import hotstate
     from regions.access.issue import create_token
     from regions.fleet import snapshot

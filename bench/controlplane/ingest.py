@@ -6,7 +6,7 @@ request is validated, authorised, compared-and-set into the hot state and counte
 of each ten-second bucket per endpoint also yields a history row (written in the background
 by the ASGI front, in the request by the Django views).
 
-Run: .venv/bin/python bench/ingest.py [--duration 10] [--concurrency 8]
+Run: .venv/bin/python -m bench.controlplane.ingest [--duration 10] [--concurrency 8]
      [--redis-url redis://127.0.0.1:6379/13] [--database-url postgres://...]
      [--server daphne|uvicorn] [--workers N] [--no-front] [--rate R] [--in-process N]
 
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import itertools
 
-from http_load import (
+from bench.controlplane.http_load import (
     agent_tokens,
     arguments,
     describe,
-    free_port,
     heartbeat_template,
     load,
     prepare,
@@ -30,6 +29,7 @@ from http_load import (
     serve,
     stop,
 )
+from bench.suite import free_port
 
 
 def main() -> None:

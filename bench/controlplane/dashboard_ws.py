@@ -1,6 +1,6 @@
 """Dashboard push latency to 50 concurrent WebSocket clients, and the page's first render.
 
-Run: .venv/bin/python bench/dashboard_ws.py [--clients 50] [--rounds 20] [--seconds 10]
+Run: .venv/bin/python -m bench.controlplane.dashboard_ws [--clients 50] [--rounds 20] [--seconds 10]
                                             [--in-process-only | --deployed]
 
 1. In process, through the real ASGI app (channels' WebsocketCommunicator, in-memory layer):
@@ -41,7 +41,6 @@ import re
 import signal
 import statistics
 import struct
-import sys
 import tempfile
 import time
 import urllib.parse
@@ -50,8 +49,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.suite import ROOT
+
 DEPLOYED_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/trafficmgr_dev"
 
 

@@ -10,27 +10,24 @@ simulated agent per endpoint pushing heartbeats over HTTP. Drills take turns ove
 With --server URL --token T the drills run on that control plane instead (e.g. the demo);
 its DNS server is the one its drills are configured to ask.
 
-Run: .venv/bin/python bench/drills.py [-n 20] [--duration 6] [--kind region_outage]
+Run: .venv/bin/python -m bench.controlplane.drills [-n 20] [--duration 6] [--kind region_outage]
      [--targets eu-west,us-east,ap-southeast] [--json OUT] [--plot OUT.png]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.suite import ROOT, write_json
+
 METRICS = ("detected_after_s", "table_changed_after_s", "dns_changed_after_s_max")
 
 
@@ -308,7 +305,7 @@ def main() -> None:
     summary = summarise(reports)
     print_table(summary)
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summary, "reports": reports}, indent=1))
+        write_json(args.json, {"summary": summary, "reports": reports}, indent=1)
     if args.plot:
         plot(reports, args.plot)
         print(f"histogram: {args.plot}")

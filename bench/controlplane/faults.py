@@ -21,7 +21,7 @@ restarted empty after ``--outage`` s, the worker process holding the tick lock S
 mid-tick, celery beat SIGKILLed (restarted after 5 s, as a supervisor would), one uvicorn
 worker SIGKILLed, one agent SIGSTOPped for ``--outage`` s (its region keeps other endpoints).
 
-Run: .venv/bin/python bench/faults.py [--outage 20] [--only postgres,redis,...]
+Run: .venv/bin/python -m bench.controlplane.faults [--outage 20] [--only postgres,redis,...]
 (needs initdb/pg_ctl and redis-server installed, nothing running; about 8 minutes).
 """
 
@@ -30,31 +30,28 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from trafficmgr.contracts import (  # noqa: E402
+from bench.suite import ROOT
+from trafficmgr.contracts import (
     TABLE_REDIS_CHANNEL,
     TICK_INFO_KEY,
     TICK_LAST_AT,
     TICK_LOCK_KEY,
     redis_key,
 )
-from trafficmgr.testing.topology.cluster import Cluster  # noqa: E402
-from trafficmgr.testing.topology.faults import (  # noqa: E402
+from trafficmgr.testing.topology.cluster import Cluster
+from trafficmgr.testing.topology.faults import (
     Cost,
     Watch,
     history_rows,
     start_fault_cluster,
     stop_fault_cluster,
 )
-from trafficmgr.testing.topology.processes import signal_group, wait_until  # noqa: E402
+from trafficmgr.testing.topology.processes import signal_group, wait_until
 
 FLEET = ROOT / "examples" / "fleet.yaml"
 

@@ -17,7 +17,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,10 +29,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.suite import ROOT
+
 WARM_UP = 20  # requests per connection before the clock starts
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 def arguments(description: str) -> argparse.Namespace:
@@ -64,12 +62,6 @@ def arguments(description: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def prepare(args: argparse.Namespace) -> dict[str, str]:
     """Set up Django on a fresh database holding a synthetic fleet; return the server's env."""
     var = tempfile.mkdtemp(prefix="trafficmgr-bench-")
@@ -91,8 +83,7 @@ def prepare(args: argparse.Namespace) -> dict[str, str]:
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
-    from engine_table import build_fleet
-
+    from bench.engine.table import build_fleet
     from regions.audit.trail import acting_as
     from regions.fleet.plan import apply_plan, plan_fleet
     from trafficmgr.routing.types import ClientShare

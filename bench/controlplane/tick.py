@@ -12,14 +12,14 @@ a shared machine; it also counts the fleet reload that ``run_tick`` makes after 
 timed: reloading the fleet from the database (``snapshot.load``), to decide between caching
 it and reloading it every tick.
 
-Run: .venv/bin/python bench/tick.py [--ticks 10] [--redis-url redis://127.0.0.1:6379/13]
+Run: .venv/bin/python -m bench.controlplane.tick [--ticks 10] [--redis-url redis://127.0.0.1:6379/13]
      [--database-url postgres://postgres@127.0.0.1:5432/trafficmgr_bench] [--profile N]
      [--dashboards N]
 Without --database-url a temporary SQLite file is used; without --redis-url the in-process
 hot state and channel layer (with it, Redis for both, as deployed). ``--dashboards N``
 subscribes N channels to the dashboard group, as N web processes with dashboards open do
 (each table update is then serialised once per process). The fleet and heartbeats come from
-bench/engine_table.py.
+bench/engine/table.py.
 """
 
 from __future__ import annotations
@@ -29,15 +29,9 @@ import cProfile
 import os
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 def setup(database_url: str | None, redis_url: str | None) -> None:
@@ -66,8 +60,7 @@ def setup(database_url: str | None, redis_url: str | None) -> None:
 
 def load_fleet() -> None:
     """Store the engine bench's fleet (plus ~250 client countries) through fleet apply."""
-    from engine_table import build_fleet
-
+    from bench.engine.table import build_fleet
     from regions.audit.trail import acting_as
     from regions.fleet.plan import apply_plan, plan_fleet
     from regions.models import RoutingTableVersion
@@ -137,8 +130,7 @@ def main() -> None:
     args = parser.parse_args()
     setup(args.database_url, args.redis_url)
 
-    from engine_table import heartbeats
-
+    from bench.engine.table import heartbeats
     from regions import hotstate
     from regions.fleet import snapshot
     from regions.hotstate.redis_store import RedisHotState

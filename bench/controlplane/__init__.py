@@ -1,0 +1,1 @@
+"""Control plane benchmarks: the tick, ingest and route over HTTP, drills, faults, the dashboard."""
