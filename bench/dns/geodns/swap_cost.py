@@ -1,6 +1,6 @@
 """CPU per query in the first pass over the query file after a table swap, in process.
 
-    .venv/bin/python -m bench.geodns.swap_cost [--swaps 11] [--base-root DIR]
+    .venv/bin/python -m bench.dns.geodns.swap_cost [--swaps 11] [--base-root DIR]
 
 No sockets and no dnsperf: the server's UDP handler is called directly on the benchmark's
 query file (``queries``; the source address is loopback, 85 % of the queries carry ECS) with
@@ -14,6 +14,7 @@ With ``--base-root`` it runs the same in another tree (a copy taken before a cha
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -21,19 +22,19 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.suite import ROOT
+
 FLEET = ROOT / "examples" / "fleet.yaml"
 DATABASE = ROOT / "tests" / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
 MOVES = (0.0, 0.25, 1.0)
 
 
-def measure(code: Path, swaps: int) -> None:
-    """Print the figures for the server in tree ``code`` (imported from there)."""
-    sys.path[:0] = [str(code), str(ROOT)]
+def measure(swaps: int) -> None:
+    """Print the figures for the server ``trafficmgr`` imports from (the path chooses it)."""
     import trafficmgr
-    from bench.geodns.plan import make_plan
-    from bench.geodns.queries import QueryMix, make_queries
-    from bench.geodns.swaps import version_of
+    from bench.dns.geodns.plan import make_plan
+    from bench.dns.geodns.queries import QueryMix, make_queries
+    from bench.dns.geodns.swaps import version_of
     from trafficmgr.dns.config import ServerConfig
     from trafficmgr.dns.server import DnsServer
     from trafficmgr.fleetfile import load_fleet_file
@@ -77,14 +78,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--swaps", type=int, default=11, help="swaps per share of moved lists")
     parser.add_argument("--base-root", type=Path, help="also measure the server of this tree")
-    parser.add_argument("--code", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.base_root is not None:
-        here = [sys.executable, "-m", "bench.geodns.swap_cost", "--swaps", str(args.swaps)]
-        for code in (ROOT, args.base_root):
-            subprocess.run([*here, "--code", str(code)], cwd=ROOT, check=True)
+        here = [sys.executable, "-m", "bench.dns.geodns.swap_cost", "--swaps", str(args.swaps)]
+        for code in (ROOT, args.base_root.resolve()):
+            # the safe path: ``trafficmgr`` from ``code``, the benchmark from this checkout
+            env = {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": f"{code}{os.pathsep}{ROOT}"}
+            subprocess.run(here, cwd=ROOT, env=env, check=True)
         return 0
-    measure(args.code.resolve(), args.swaps)
+    measure(args.swaps)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Compare this project's GeoDNS server with PowerDNS (geoip backend) and gdnsd (geoip plugin).
 
-    .venv/bin/python -m bench.geodns [--duration 20] [--latency-seconds 10] [--rounds 1]
+    .venv/bin/python -m bench.dns.geodns [--duration 20] [--latency-seconds 10] [--rounds 1]
         [--workers 1,2] [--threads 1] [--servers trafficmgr,powerdns,gdnsd]
         [--swap-every 1 [--swap-moves 0.25] [--base-root DIR] [--rate QPS]]
 
@@ -48,12 +48,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.geodns import servers  # noqa: E402
-from bench.geodns.perf import (  # noqa: E402
+from bench.dns.geodns import servers
+from bench.dns.geodns.perf import (
     CLIENTS,
     IN_FLIGHT,
     PerfResult,
@@ -61,10 +57,11 @@ from bench.geodns.perf import (  # noqa: E402
     run_dnsperf,
     run_queue_wait_s,
 )
-from bench.geodns.plan import Plan, make_plan  # noqa: E402
-from bench.geodns.queries import QueryMix, make_queries, write_binary  # noqa: E402
-from bench.geodns.swaps import TableSwaps  # noqa: E402
-from bench.geodns.verify import verify  # noqa: E402
+from bench.dns.geodns.plan import Plan, make_plan
+from bench.dns.geodns.queries import QueryMix, make_queries, write_binary
+from bench.dns.geodns.swaps import TableSwaps
+from bench.dns.geodns.verify import verify
+from bench.suite import ROOT
 
 FLEET = ROOT / "examples" / "fleet.yaml"
 DATABASES = (

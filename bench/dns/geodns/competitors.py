@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.geodns.plan import Plan, ZoneAnswer
+from bench.dns.geodns.plan import Plan, ZoneAnswer
 from trafficmgr.routing.countries import continent_of
 
 NS_ADDRESS = "127.0.0.1"

@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.geodns.plan import Plan
+from bench.dns.geodns.plan import Plan
 
 # MaxMind's test addresses (GeoIP2-City-Test.mmdb): GB, GB, SE, US, CN, SG, AU, PH, BT, JP (v6),
 # and one the database does not know.

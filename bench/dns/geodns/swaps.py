@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
-from bench.geodns.plan import Plan
+from bench.dns.geodns.plan import Plan
 from trafficmgr.routing.table_json import table_to_json
 from trafficmgr.routing.types import RoutingTable, WeightedRegion
 

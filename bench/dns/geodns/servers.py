@@ -15,8 +15,8 @@ import dns.exception
 import dns.message
 import dns.query
 
-from bench.geodns.competitors import write_gdnsd, write_powerdns
-from bench.geodns.plan import Plan
+from bench.dns.geodns.competitors import write_gdnsd, write_powerdns
+from bench.dns.geodns.plan import Plan
 
 PDNS_GEOIP_MODULES = (
     "/usr/lib/x86_64-linux-gnu/pdns/libgeoipbackend.so",

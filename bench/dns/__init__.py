@@ -1,0 +1,1 @@
+"""DNS benchmarks: the GeoDNS server alone, and against PowerDNS and gdnsd (geodns)."""
