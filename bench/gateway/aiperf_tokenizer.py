@@ -8,9 +8,9 @@ pre-tokenizer splits on whitespace only, whose vocabulary is every word of AIPer
 prompt corpus plus the simulated servers' answer words, and which decodes ids back to words
 joined by spaces: a prompt of N AIPerf tokens is N words under the token rule.
 
-    var/aiperf-venv/bin/python bench/aiperf_tokenizer.py HF_HOME WORDS.json
+    var/aiperf-venv/bin/python bench/gateway/aiperf_tokenizer.py HF_HOME WORDS.json
 
-(``bench/aiperf_run.py`` calls it; ``WORDS.json`` is the simulated servers' vocabulary.)
+(``bench/gateway/aiperf.py`` calls it; ``WORDS.json`` is the simulated servers' vocabulary.)
 AIPerf offline (``HF_HUB_OFFLINE=1``) only looks tokenizers up by repository name in the
 Hugging Face cache, so the files are laid out as that cache holds a downloaded repository:
 ``HF_HOME/hub/models--trafficmgr--word-tokenizer/snapshots/REV/`` with ``refs/main`` naming

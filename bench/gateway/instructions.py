@@ -1,14 +1,14 @@
 """Instructions per proxied request, counted by callgrind: the gateway against vLLM Router.
 
 The CPU time a router spends per request moves from run to run on a shared machine, and a
-router that idles between requests pays for caches gone cold (``bench/requestpath_core.py``):
-``bench/gateway_overhead.py``'s ratios spread by ±0.1 between rounds. The instructions a
+router that idles between requests pays for caches gone cold (``bench/gateway/core.py``):
+``bench/gateway/overhead.py``'s ratios spread by ±0.1 between rounds. The instructions a
 request executes do neither: ``valgrind --tool=callgrind`` counts them, the same on every run
 to a fraction of a percent, whatever else the machine is doing. They measure work, not time
 (a cache miss costs no instruction), so this is the figure to compare two versions of the
 code by, and the ratio to vLLM Router says how much of the CPU gap is work.
 
-Method: a router serves the simulated servers of ``bench/gateway_overhead.py`` under
+Method: a router serves the simulated servers of ``bench/gateway/overhead.py`` under
 callgrind for the same time twice, once sent ``N1`` and once ``N2`` requests (open loop, the
 non-streaming chat request of that bench, the load generator outside valgrind); start-up and
 idle work are the same in both runs, so ``(I(N2) - I(N1)) / (N2 - N1)`` is what one request
@@ -20,7 +20,7 @@ shows what the cost-based pick adds to a request); ``--policies`` likewise vLLM 
 modules through mypyc), per picker. ``--http-servers own,uvicorn`` counts the gateway on each
 HTTP server it runs on (``--http-server``: its own, or uvicorn), per picker.
 
-    .venv/bin/python bench/gateway_instructions.py [--vllm-router PATH] [--requests 40,400]
+    .venv/bin/python -m bench.gateway.instructions [--vllm-router PATH] [--requests 40,400]
         [--seconds 20] [--strategies ai_aware,round_robin] [--policies power_of_two] [--compiled]
         [--http-servers own,uvicorn] [--json OUT]
 """
@@ -28,7 +28,6 @@ HTTP server it runs on (``--http-server``: its own, or uvicorn), per picker.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -41,9 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from gateway_overhead import (
+from bench.gateway.overhead import (
     ROOT,
     TOKEN,
     compiled_env,
@@ -52,6 +49,7 @@ from gateway_overhead import (
     simulated_servers,
     wait_ready,
 )
+from bench.suite import write_json
 
 COLLECTED = re.compile(rb"Collected : (\d+)")
 
@@ -168,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_json(args.json, rows)
     return 0
 
 

@@ -3,11 +3,11 @@
 Why: our own load generators could share a blind spot with the gateway; AIPerf is an
 outside client with its own notion of TTFT, inter-token latency and throughput.
 
-    .venv/bin/python bench/aiperf_run.py [--concurrency 32] [--requests 600] [--json OUT]
+    .venv/bin/python -m bench.gateway.aiperf [--concurrency 32] [--requests 600] [--json OUT]
 
 Setup (not run time): AIPerf lives in its own virtualenv, ``var/aiperf-venv`` (PyPI
 ``aiperf``, installed here when missing; it brings transformers and tokenizers but no
-model). It needs a tokenizer and may download none, so ``bench/aiperf_tokenizer.py`` builds
+model). It needs a tokenizer and may download none, so ``bench/gateway/aiperf_tokenizer.py`` builds
 a word-level one matching the token rule, laid out as a Hugging Face cache entry under
 ``var/aiperf-hf``, and AIPerf runs with ``HF_HOME`` there and ``HF_HUB_OFFLINE=1``. Then,
 over two simulated H100x8 endpoints (``--time-scale``), AIPerf runs the same profile
@@ -28,9 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import gateway_procs as procs
+from bench.gateway import procs
+from bench.suite import write_json
 
 VERSION = os.environ.get("AIPERF_VERSION", "0.13.0")
 VENV = procs.ROOT / "var" / "aiperf-venv"
@@ -70,7 +69,7 @@ def setup() -> None:
 
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(list(VOCABULARY), fh)
-        builder = procs.ROOT / "bench" / "aiperf_tokenizer.py"
+        builder = procs.ROOT / "bench" / "gateway" / "aiperf_tokenizer.py"
         cmd = [str(VENV / "bin" / "python"), str(builder), str(HF_HOME), fh.name]
         subprocess.run(cmd, check=True)
         os.unlink(fh.name)
@@ -152,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"load average {procs.load_average()}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_json(args.json, rows)
     return 0
 
 

@@ -1,20 +1,20 @@
 """The endpoint picker's CPU per request and decision latency, in the llm-d router's terms.
 
-Envoy and the EPP (``bench/envoy_epp.py``, one Envoy worker, both pinned to core 0) in front
-of ``bench/gateway_overhead.py``'s two simulated servers, its load generator on core 1
+Envoy and the EPP (``bench/epp/envoy.py``, one Envoy worker, both pinned to core 0) in front
+of ``bench/gateway/overhead.py``'s two simulated servers, its load generator on core 1
 (non-streamed chat, 1 output token). Per build, two phases: open loop at ``--rate`` req/s
 and closed loop with ``--concurrency`` in flight (the peak). For each: requests/s, the EPP's
 and Envoy's CPU µs per request (``/proc``, apart), the EPP's cores per 1,000 requests/s, and
 the decision latency p50 / p99: the EPP's time on the message that routes (the request body
 in ``BUFFERED``: body read, the core's pick, the reply built; gRPC's own time is not in it),
-the llm-d router's "scheduler latency". The EPP runs as ``bench/epp_timed.py``.
+the llm-d router's "scheduler latency". The EPP runs as ``bench/epp/timed.py``.
 
 ``--build NAME=DIR`` (repeatable) runs the EPP from the ``trafficmgr`` package under ``DIR``
 (``source``: the checkout; ``compiled``: ``scripts/build_compiled.py``'s build); the builds are
 measured in turn, ``--rounds`` times, and each figure is the median over the rounds, so a
 before/after pair on a shared machine sees the same drift::
 
-    .venv/bin/python bench/epp_cpu.py --build source --build compiled --rounds 3 \\
+    .venv/bin/python -m bench.epp.cpu --build source --build compiled --rounds 3 \\
         --json bench/results/epp_cpu.json
 """
 
@@ -32,12 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.epp.envoy import envoy_binary, envoy_epp
+from bench.gateway.overhead import run_loadgen, simulated_servers
+from bench.suite import ROOT, compiled_env, cpu_seconds, write_json
 
-from envoy_epp import envoy_binary, envoy_epp
-from gateway_overhead import ROOT, compiled_env, cpu_seconds, run_loadgen, simulated_servers
-
-TIMED = str(ROOT / "bench" / "epp_timed.py")
+TIMED = ("-m", "bench.epp.timed")
 
 
 def _percentile(values: Sequence[int], q: float) -> float:
@@ -46,7 +45,7 @@ def _percentile(values: Sequence[int], q: float) -> float:
 
 
 def _timings(pid: int, path: Path) -> dict[str, list[int]]:
-    """The EPP's per-message samples since the last call (``bench/epp_timed.py``)."""
+    """The EPP's per-message samples since the last call (``bench/epp/timed.py``)."""
     path.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + 10
@@ -95,7 +94,7 @@ def measure(
     with tempfile.TemporaryDirectory() as tmp:
         timings = Path(tmp) / "timings.json"
         epp_env = {**env, "EPP_TIMINGS": str(timings)}
-        with envoy_epp(fleet, binary, body_mode=args.body_mode, epp_program=(TIMED,),
+        with envoy_epp(fleet, binary, body_mode=args.body_mode, epp_program=TIMED,
                        epp_env=epp_env) as pair:  # fmt: skip
             steady = phase(pair, timings, args.rate, args.duration, 0)
             peak = phase(pair, timings, 0, args.peak_duration, args.concurrency)
@@ -171,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         doc = {"medians": rows, "rounds": rounds, "load_average": load, "args": vars(args)}
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(args.json, doc)
     return 0
 
 

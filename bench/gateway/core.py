@@ -1,7 +1,7 @@
 """What the gateway's decision costs per request, hot and after an idle gap.
 
 The decision core alone (``RequestPath``: ``admit``, ``served``, ``finished`` of one request,
-the gateway's sequence without its HTTP), over the fleet of ``bench/gateway_overhead.py``
+the gateway's sequence without its HTTP), over the fleet of ``bench/gateway/overhead.py``
 (two H100 endpoints, one model, the same prompt), timed with ``perf_counter`` around each
 request:
 
@@ -12,10 +12,10 @@ request:
   has run something else meanwhile, and the request finds its caches cold.
 
 The difference is why a router's CPU per request at 2,000 req/s is well above its CPU per
-request at its peak (``bench/gateway_overhead.py``'s ``us/req`` against ``r/s/core``), and
+request at its peak (``bench/gateway/overhead.py``'s ``us/req`` against ``r/s/core``), and
 why a large code path (an interpreter's) pays more for it than a small one.
 
-    .venv/bin/python bench/requestpath_core.py [--requests 20000] [--gap-ms 0.5] [--repeats 3]
+    .venv/bin/python -m bench.gateway.core [--requests 20000] [--gap-ms 0.5] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ from pathlib import Path
 
 import uvloop
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from gateway_overhead import FLEET
-
+from bench.gateway.overhead import FLEET
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.requestpath import (
     ClientIdentity,

@@ -1,6 +1,6 @@
 """Figures of the gateway's trace benchmarks: per-run summaries, the table, the verdict, a plot.
 
-Kept apart from ``bench/gateway_traces.py`` (which runs the processes) so that a JSON result
+Kept apart from ``bench/gateway/traces.py`` (which runs the processes) so that a JSON result
 can be summarised again without re-running anything, and so that both fault and trace
 benchmarks read the load generator's records the same way. Busy share and its per-region
 CoV reuse the simulator's own definitions (``trafficmgr.sim.metrics.region_balance``).

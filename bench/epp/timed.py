@@ -1,6 +1,6 @@
 """``python -m trafficmgr.epp`` with the time of each ext_proc message recorded, for the bench.
 
-Run by ``bench/epp_cpu.py`` in place of ``python -m trafficmgr.epp`` (same arguments). It
+Run by ``bench/epp/cpu.py`` in place of ``python -m trafficmgr.epp`` (same arguments). It
 times ``ExternalProcessor._answer`` (the exchange's work on one message: reading it, the
 core's decision, building the replies; not gRPC's) per message kind, in nanoseconds. On
 ``SIGUSR1`` it writes the samples gathered since the last signal to ``EPP_TIMINGS`` (JSON:

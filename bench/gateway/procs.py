@@ -1,12 +1,12 @@
 """The processes of the gateway benchmarks: simulated servers, the gateway, vLLM Router.
 
-Shared by ``bench/gateway_traces.py`` and ``bench/gateway_faults.py`` so that every
+Shared by ``bench/gateway/traces.py`` and ``bench/gateway/faults.py`` so that every
 benchmark starts each peer the same way: the simulated fleet in one process (``python -m
 trafficmgr.simserver``, free ports, the bound addresses read back from ``--write-addresses``),
 the gateway (``python -m trafficmgr.gateway`` over a copy of the fleet file pointing at those
 ports, loopback a trusted proxy) and vLLM Router (the PyPI wheel's ``vllm-router``, one
 process per pool). Routers are pinned to core 0, the simulated servers and the load
-generator to core 1 (``taskset``, when it exists), as ``bench/gateway_overhead.py`` does.
+generator to core 1 (``taskset``, when it exists), as ``bench/gateway/overhead.py`` does.
 On a machine shared with other work they also run at a higher priority (``nice -n -10``, when
 the benchmark runs as root; ``BENCH_NICE=0`` turns it off), the same for every peer, so that
 the others' load delays every target less.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,65 +25,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.suite import ROOT, free_port, module, pinned, start, stop, wait_ready
 from trafficmgr.fleetfile import dump_fleet, load_fleet_file
 from trafficmgr.routing.types import Fleet
 from trafficmgr.simserver.layout import with_addresses
 
-ROOT = Path(__file__).resolve().parents[1]
+__all__ = ["ROOT", "free_port", "module", "pinned", "start", "stop", "wait_ready"]
+
 TOKEN = "bench-token"
 ROUTER_CPU = "0"
 SIM_CPU = "1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-NICE = int(os.environ.get("BENCH_NICE", "-10"))
-
-
-def pinned(cmd: list[str], cpu: str | None) -> list[str]:
-    if cpu is not None and shutil.which("taskset"):
-        cmd = ["taskset", "-c", cpu, *cmd]
-    if NICE and os.geteuid() == 0 and shutil.which("nice"):
-        cmd = ["nice", "-n", str(NICE), *cmd]
-    return cmd
-
-
-def start(
-    cmd: list[str], cpu: str | None, log: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
-    environ = {**os.environ, **env} if env else None
-    return subprocess.Popen(
-        pinned(cmd, cpu), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=environ
-    )
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def wait_ready(port: int, path: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-                if s.recv(64).startswith(b"HTTP/1.1 2"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"nothing ready on port {port}{path}")
 
 
 @contextmanager

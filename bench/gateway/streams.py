@@ -2,9 +2,9 @@
 
 Why: an inference gateway spends most of its life holding long streams, not answering short
 requests; how many one process holds, at what CPU and memory, and whether any is lost, is
-what sizes a deployment (``bench/gateway_overhead.py`` measures the short-request side).
+what sizes a deployment (``bench/gateway/overhead.py`` measures the short-request side).
 
-    .venv/bin/python bench/gateway_streams.py [--streams 1000] [--stream-tokens 200]
+    .venv/bin/python -m bench.gateway.streams [--streams 1000] [--stream-tokens 200]
         [--vllm-router PATH] [--policies round_robin] [--json OUT]
 
 Two simulated H100x8 endpoints in real time (1,024 serving slots, so every stream decodes at
@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import gateway_procs as procs
+from bench.gateway import procs
+from bench.suite import write_json
 
 FLEET = """\
 zone: bench.example.test
@@ -118,7 +117,7 @@ def peak_rss_mb(pid: int) -> float:
 def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     before = cpu_seconds(pid)
-    cmd = [sys.executable, __file__, "--loadgen", url, "--streams", str(args.streams),
+    cmd = [*procs.module("bench.gateway.streams"), "--loadgen", url, "--streams", str(args.streams),
            "--stream-tokens", str(args.stream_tokens)]  # fmt: skip
     out = subprocess.run(
         procs.pinned(cmd, procs.SIM_CPU), cwd=procs.ROOT, capture_output=True, text=True, check=True
@@ -183,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(args)
     print(table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_json(args.json, rows)
     return 0
 
 

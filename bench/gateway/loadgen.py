@@ -1,8 +1,8 @@
 """Replay a trace against the gateway or vLLM Router: the load generator, a process of its own.
 
 Why a separate process: the measured routers must not share an event loop (or a GIL) with
-the client. ``bench/gateway_traces.py`` and ``bench/gateway_faults.py`` run it as
-``python bench/gateway_loadgen.py SPEC.json`` and read its result file.
+the client. ``bench/gateway/traces.py`` and ``bench/gateway/faults.py`` run it as
+``python -m bench.gateway.loadgen SPEC.json`` and read its result file.
 
 What it sends, from the simulator's own workload (``trafficmgr.sim.workload.build_workload``:
 the trace's arrivals rescaled to ``load`` of the fleet's capacity, each request's model and

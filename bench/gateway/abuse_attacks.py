@@ -1,4 +1,4 @@
-"""The attacks of ``bench/gateway_abuse.py``, the fake endpoint, and what they measure with.
+"""The attacks of ``bench/gateway/abuse.py``, the fake endpoint, and what they measure with.
 
 Each attack is a coroutine bounded in count and time (``--hold``) that connects from its own
 loopback address (127.0.0.2 and up) and calls ``probe`` while it still holds what it opened;
@@ -23,9 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import gateway_procs as procs
+from bench.gateway import procs
 
 AUTH = f"Authorization: Bearer {procs.TOKEN}\r\n"
 MB = 1024 * 1024

@@ -20,7 +20,7 @@ Phases, per target (direct, trafficmgr, Envoy + the EPP, vLLM Router per policy)
    work even when the servers and the load generator, not the router, bound a fast router's
    peak.
 
-    .venv/bin/python bench/gateway_overhead.py [--vllm-router PATH] [--rounds N] [--compiled]
+    .venv/bin/python -m bench.gateway.overhead [--vllm-router PATH] [--rounds N] [--compiled]
         [--json OUT]
 
 ``--compiled`` also measures the gateway running its hot modules compiled with mypyc
@@ -33,12 +33,12 @@ again, ...) and reports each figure's median over the rounds, and the gateway's 
 vLLM Router's best policy round by round (the ≥ 0.5 × peak target is read on them: peak
 req/s, req/s per router CPU-second, CPU µs per request).
 
-Envoy + the EPP (``bench/envoy_epp.py``: ``python -m trafficmgr.epp`` and Envoy from
+Envoy + the EPP (``bench/epp/envoy.py``: ``python -m trafficmgr.epp`` and Envoy from
 ``scripts/peers/envoy.sh``, both on the routers' core, ``--envoy-workers`` worker threads) is one
 target: its CPU time is the two processes'. ``--no-envoy`` leaves it out. Slow figures never
 make the benchmark fail: it prints the table and the load average, and exits 0.
 
-1,000 streams held open at once through one process: ``bench/gateway_streams.py``.
+1,000 streams held open at once through one process: ``bench/gateway/streams.py``.
 
 vLLM Router is the PyPI wheel ``vllm-router`` (run as ``vllm-router --worker-urls URL
 --policy P``); without it only direct and trafficmgr are measured.
@@ -50,9 +50,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,11 +60,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.epp.envoy import envoy_binary, envoy_epp
+from bench.suite import (
+    ROOT,
+    compiled_env,
+    cpu_seconds,
+    free_port,
+    module,
+    pinned,
+    start,
+    wait_ready,
+    write_json,
+)
 
-from envoy_epp import envoy_binary, envoy_epp
-
-ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
 FLEET = """\
 zone: bench.example.test
@@ -90,69 +96,6 @@ BODY = json.dumps(
         "ignore_eos": True,
     }
 ).encode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-NICE = int(os.environ.get("BENCH_NICE", "-10"))
-
-
-def pinned(cmd: list[str], cpu: str) -> list[str]:
-    """Pin to ``cpu``; as root on a shared machine also raise the priority (``BENCH_NICE``)."""
-    cmd = ["taskset", "-c", cpu, *cmd] if shutil.which("taskset") else cmd
-    if NICE and os.geteuid() == 0 and shutil.which("nice"):
-        cmd = ["nice", "-n", str(NICE), *cmd]
-    return cmd
-
-
-def start(cmd: list[str], cpu: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        pinned(cmd, cpu),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **env} if env else None,
-    )
-
-
-def compiled_env() -> dict[str, str]:
-    """Return the environment that runs ``trafficmgr`` from the compiled build (built or
-    rebuilt first by ``scripts/build_compiled.py``; the safe path keeps the checkout out)."""
-    done = subprocess.run(
-        [sys.executable, "scripts/build_compiled.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the compiled build failed:\n{done.stderr[-3000:]}")
-    return {"PYTHONSAFEPATH": "1", "PYTHONPATH": done.stdout.strip().splitlines()[-1]}
-
-
-def wait_ready(port: int, path: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-                if s.recv(64).startswith(b"HTTP/1.1 2"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"nothing ready on port {port}{path}")
-
-
-def cpu_seconds(pid: int) -> float:
-    """Return the CPU time (user + system) a process and its reaped children used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 # --- the load generator (a separate process) -------------------------------------------------
@@ -221,7 +164,7 @@ async def loadgen(url: str, rate: float, duration: float, concurrency: int) -> d
 
 
 def run_loadgen(url: str, rate: float, duration: float, concurrency: int) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--loadgen", url, "--rate", str(rate)]
+    cmd = [*module("bench.gateway.overhead"), "--loadgen", url, "--rate", str(rate)]
     cmd += ["--duration", str(duration), "--concurrency", str(concurrency)]
     out = subprocess.run(pinned(cmd, "1"), cwd=ROOT, capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -275,7 +218,7 @@ def targets(
             [sys.executable, "-m", "trafficmgr.gateway", "--fleet", str(fleet), "--listen",
              f"127.0.0.1:{port}", "--token", TOKEN],
             "0",
-            env,
+            env=env,
         )  # fmt: skip
         try:
             wait_ready(port, "/healthz")
@@ -423,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         doc = rows if len(rounds) == 1 else {"medians": rows, "rounds": rounds}
-        Path(args.json).write_text(json.dumps(doc, indent=2))
+        write_json(args.json, doc)
     return 0
 
 

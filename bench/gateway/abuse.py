@@ -5,7 +5,7 @@ bounded amount of memory, have its connections closed within the deadlines, leav
 request counted in flight, and not slow down the clients that behave. Targets: RSS growth
 <= 64 MB per worker under every attack, every slot freed, legitimate p99 <= 2x unloaded.
 
-    .venv/bin/python bench/gateway_abuse.py [--attacks pipeline,tokens,...] [--hold 40]
+    .venv/bin/python -m bench.gateway.abuse [--attacks pipeline,tokens,...] [--hold 40]
         [--json bench/results/gateway_abuse.json]
 
 Two simulated endpoints serve model ``bench`` (``python -m trafficmgr.simserver``), a third
@@ -48,10 +48,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import gateway_procs as procs
-from gateway_abuse_attacks import (
+from bench.gateway import procs
+from bench.gateway.abuse_attacks import (
     LEGIT_ENDPOINTS,
     MB,
     Sampler,
@@ -62,8 +60,9 @@ from gateway_abuse_attacks import (
     measure_epp,
     post_head,
 )
+from bench.suite import write_json
 
-RESULTS = Path(__file__).resolve().parent / "results" / "gateway_abuse.json"
+RESULTS = procs.ROOT / "bench" / "results" / "gateway_abuse.json"
 ATTACKS = ("pipeline", "metrics", "tokens", "slowloris", "evil", "nonreader", "conns")
 # attacks that outlast the gateway's deadlines: at their end the gateway holds none of it
 DEADLINED = ("slowloris", "nonreader", "conns")
@@ -136,7 +135,11 @@ def legit_summary(path: Path) -> dict[str, Any]:
 
 
 def legit_run(port: int, a: argparse.Namespace, seconds: float, out: Path) -> subprocess.Popen:
-    cmd = [sys.executable, __file__, "--legit", f"{port}:{a.legit_rate}:{seconds}:{out}"]
+    cmd = [
+        *procs.module("bench.gateway.abuse"),
+        "--legit",
+        f"{port}:{a.legit_rate}:{seconds}:{out}",
+    ]
     return procs.start(cmd, procs.SIM_CPU)
 
 
@@ -258,7 +261,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         )
         evil_out = tmp / "evil.json"
         spec = f"{head_port}:{body_port}:{a.evil_cap_mb * MB}:{evil_out}"
-        evil = procs.start([sys.executable, __file__, "--evil", spec], procs.SIM_CPU)
+        evil = procs.start([*procs.module("bench.gateway.abuse"), "--evil", spec], procs.SIM_CPU)
         try:
             with fleet_served(fleet, a.time_scale) as path:
                 for name in [n for n in a.attacks.split(",") if n]:
@@ -271,7 +274,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         if epp is not None:
             print(json.dumps(epp), flush=True)
     return {
-        "command": "bench/gateway_abuse.py " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.gateway.abuse " + " ".join(sys.argv[1:]),
         "commit": _commit(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "load_average": procs.load_average(),
@@ -333,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
               f"ejected: {e['victim_ejected']}")  # fmt: skip
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
+        write_json(a.json, result)
     return 0
 
 

@@ -5,7 +5,7 @@ not started streaming, that the gateway stops sending to it within a second, and
 returns gradually (slow start) rather than at full share; this measures each, with vLLM
 Router over the same servers for the client-visible part.
 
-    .venv/bin/python bench/gateway_faults.py [--rate 25] [--kind down] [--vllm-router PATH]
+    .venv/bin/python -m bench.gateway.faults [--rate 25] [--kind down] [--vllm-router PATH]
         [--policies power_of_two] [--json OUT]
 
 One region of three simulated H100x2 endpoints in real time (``--rate`` requests/s of 2,000-
@@ -33,9 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import gateway_procs as procs
+from bench.gateway import procs
+from bench.suite import write_json
 
 VICTIM = "sim-1"
 FLEET = """\
@@ -185,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(json.dumps(row))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_json(args.json, rows)
     return 0
 
 
@@ -225,7 +224,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 def _loadgen(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
     path = tmp / "spec.json"
     path.write_text(json.dumps(spec))
-    cmd = [sys.executable, __file__, "--loadgen", str(path)]
+    cmd = [*procs.module("bench.gateway.faults"), "--loadgen", str(path)]
     subprocess.run(procs.pinned(cmd, procs.SIM_CPU), cwd=procs.ROOT, check=True)
     result: dict[str, Any] = json.loads(Path(spec["out"]).read_text())
     return result

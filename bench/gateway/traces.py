@@ -4,22 +4,22 @@ Why: the simulator says what ``ai_aware`` is worth (README, "Routing policies on
 traces"); this says what the running gateway delivers over the same physics, next to the
 best-known open router, on the same simulated servers and the same requests.
 
-    .venv/bin/python bench/gateway_traces.py [--vllm-router PATH] [--repeats N]
+    .venv/bin/python -m bench.gateway.traces [--vllm-router PATH] [--repeats N]
         [--traces A,B] [--load 0.8] [--time-scales 0.25,0.5] [--limits 4000,2000]
         [--envoy-strategies ai_aware] [--no-envoy] [--json OUT] [--plot OUT.png]
 
 Per trace (Azure code, Mooncake; ``--load`` of the fleet's capacity, as
-``bench/sim_policies.py`` scales it) and per target, a fresh set of simulated servers
+``bench/engine/sim_policies.py`` scales it) and per target, a fresh set of simulated servers
 (``examples/fleet.yaml``: 5 regions, 14 endpoints of H100/A100/L4; ``--time-scales`` and the
 first ``--limits`` requests of each trace, so that a run takes a minute or two) and a fresh
 router; then the load generator replays the trace from a process of its own
-(``bench/gateway_loadgen.py``: prompts under the token rule, Mooncake's hash ids as shared
+(``bench/gateway/loadgen.py``: prompts under the token rule, Mooncake's hash ids as shared
 prefixes, ``max_tokens`` + ``ignore_eos``, clients from the fleet's mix in
 ``X-Forwarded-For``). Targets run interleaved, ``--repeats`` times.
 
 - the gateway (one process), each strategy by ``x-trafficmgr-strategy``: it picks the region
   (residency, weights) and the endpoint, and may spill to the next region;
-- Envoy + the EPP (``bench/envoy_epp.py``: Envoy from ``scripts/peers/envoy.sh`` over the
+- Envoy + the EPP (``bench/epp/envoy.py``: Envoy from ``scripts/peers/envoy.sh`` over the
   generated bootstrap, ``python -m trafficmgr.epp`` over the same fleet file, loopback one
   trusted hop), each strategy of ``--envoy-strategies`` by the same header: the same
   request-path core as the gateway, behind Envoy's data path; its P99 is reported beside the
@@ -49,12 +49,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import envoy_epp
-import gateway_procs as procs
-import gateway_report as report
-
+from bench.epp import envoy as envoy_epp
+from bench.gateway import procs, report
+from bench.suite import write_json
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.routing.types import Fleet
 
@@ -79,7 +76,7 @@ def run_loadgen(spec: dict[str, Any], tmp: Path, pids: dict[str, list[int]]) -> 
     path, out = tmp / "spec.json", tmp / "result.json"
     spec = {**spec, "out": str(out), "token": procs.TOKEN}
     path.write_text(json.dumps(spec))
-    cmd = [sys.executable, str(Path(__file__).with_name("gateway_loadgen.py")), str(path)]
+    cmd = [*procs.module("bench.gateway.loadgen"), str(path)]
     before = {k: sum(procs.cpu_seconds(p) for p in v) for k, v in pids.items()}
     subprocess.run(procs.pinned(cmd, procs.SIM_CPU), cwd=procs.ROOT, check=True)
     result: dict[str, Any] = json.loads(out.read_text())
@@ -180,11 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(report.line(summary), flush=True)
                 doc["runs"].append({**summary, "raw": result})
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-                Path(args.json).write_text(json.dumps(doc))  # after every run: partial results
+                write_json(args.json, doc, indent=None)  # after every run: partial results
     print(report.table(doc["runs"]))
     print(report.verdict(doc["runs"]))
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(doc))
+    write_json(args.json, doc, indent=None)
     report.plot(doc["runs"], args.plot)
     print(f"wrote {args.json} and {args.plot}")
     return 0

@@ -1,0 +1,1 @@
+"""Endpoint picker benchmarks: Envoy + the EPP, the picker's CPU per request."""

@@ -1,0 +1,1 @@
+"""Gateway benchmarks: overhead, instructions, streams, traces, faults, abuse, aiperf."""
