@@ -61,10 +61,17 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# The quick set (a few minutes, no services): the engine, the simulator and the request-path
+# core; bench/README.md lists every benchmark. Results go to var/bench/ (git-ignored); the
+# committed figures are bench/results/.
+BENCH_OUT = var/bench
 bench: install
-	$(BIN)/python bench/engine_table.py
-	$(BIN)/python bench/engine_pick.py
-	$(BIN)/python bench/sim_policies.py
+	mkdir -p $(BENCH_OUT)
+	$(BIN)/python -m bench.engine.table --runs 10 --json $(BENCH_OUT)/engine_table.json
+	$(BIN)/python -m bench.engine.pick > $(BENCH_OUT)/engine_pick.txt && cat $(BENCH_OUT)/engine_pick.txt
+	$(BIN)/python -m bench.engine.sim_policies --json $(BENCH_OUT)/sim_policies.json
+	$(BIN)/python -m bench.gateway.core > $(BENCH_OUT)/requestpath_core.txt && cat $(BENCH_OUT)/requestpath_core.txt
+	@echo "results: $(BENCH_OUT)/ (committed figures: bench/results/, see bench/README.md)"
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,7 @@
 
 One cluster (every service a process of its own, ``trafficmgr.testing.topology.cluster``) on a
 PostgreSQL server and a Redis of its own, so the faults reach nobody else. Short faults here (5 s);
-the long version with a table of costs is ``bench/faults.py``. Targets:
+the long version with a table of costs is ``bench/controlplane/faults.py``. Targets:
 
 - a PostgreSQL or Redis outage marks no region down and loses no event, and the heartbeat
   history written meanwhile reaches the database once it is back;

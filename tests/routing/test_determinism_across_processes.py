@@ -18,10 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
-import random, sys
+import random
 from dataclasses import replace
-sys.path[:0] = [{root!r}, {bench!r}]
-from engine_table import build_fleet, heartbeats
+from bench.engine.table import build_fleet, heartbeats
 from trafficmgr.routing.countries import CONTINENT_OF
 from trafficmgr.routing.failover import evaluate_fleet
 from trafficmgr.routing.table import compile_table, diff_tables, static_table
@@ -54,10 +53,16 @@ for tick in range(7):
 
 
 def versions(seed: str) -> list[str]:
-    script = SCRIPT.format(root=str(ROOT), bench=str(ROOT / "bench"))
+    script = SCRIPT.format()
     env = {**os.environ, "PYTHONHASHSEED": seed}
     done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=240
+        # run from the root: ``-c`` puts the working directory first on the path
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.splitlines()

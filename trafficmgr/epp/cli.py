@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warn_unlocatable(core, settings)
     if args.metrics_listen:
         serve_metrics(core, args.metrics_listen, "trafficmgr_epp")
-    # uvloop: about a tenth less CPU per request under grpc.aio (bench/epp_cpu.py)
+    # uvloop: about a tenth less CPU per request under grpc.aio (bench/epp/cpu.py)
     uvloop.run(_run(core, args.listen, settings, tls))
     return 0
 

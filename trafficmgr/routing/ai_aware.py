@@ -48,7 +48,7 @@ a gateway hands an unchanged endpoint's view over again as the same object). A c
 reused, and the work the picker sent since is added to the snapshot, so picks between two
 load reports do not herd onto one endpoint. A gateway calls ``prepare(snapshot)`` when a
 load report arrives, so that O(N) work stays off the request path and a pick costs
-O(sample) (bench/engine_pick.py).
+O(sample) (bench/engine/pick.py).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ are); else their share of the heartbeat's estimate. The requests split into runn
 waiting as a server splits them: up to the batch the heartbeat showed when it had a queue,
 else up to its slots.
 
-What the simulator measured for these choices (``bench/sim_policies.py``, Azure code trace
+What the simulator measured for these choices (``bench/engine/sim_policies.py``, Azure code trace
 at load 0.6, P99 of ``ai_aware`` with one / four gateway processes; the omniscient upper
 bound 5.6 s): the larger of the two views per figure, which counts a caller's queued
 requests twice and keeps a drained endpoint busy until its next heartbeat, 13.0 / 8.4 s;

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         warn_unlocatable(core, settings)
         if options.get("metrics_listen"):
             serve_metrics(core, options["metrics_listen"], "trafficmgr_epp")
-        # uvloop: about a tenth less CPU per request under grpc.aio (bench/epp_cpu.py)
+        # uvloop: about a tenth less CPU per request under grpc.aio (bench/epp/cpu.py)
         uvloop.run(self._run(core, options["listen"], settings, tls))
 
     async def _run(

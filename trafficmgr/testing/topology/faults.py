@@ -1,5 +1,5 @@
 """Faults on the distributed topology and what they cost, for the fault tests and
-``bench/faults.py``.
+``bench/controlplane/faults.py``.
 
 A fault cluster is a ``Cluster`` (``cluster``) on a PostgreSQL server of its own
 (``PrivatePostgres``), so that stopping it leaves the shared one alone. A ``Watch`` records,

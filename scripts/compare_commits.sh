@@ -2,7 +2,7 @@
 # Compare the engine and control-plane benchmarks of two commits on this machine, interleaved
 # (A, B, A, B, ...) so that both see the same background load; prints where each log is.
 #
-#   bash bench/compare_commits.sh BEFORE AFTER [ROUNDS]
+#   bash scripts/compare_commits.sh BEFORE AFTER [ROUNDS]
 #
 # Each commit is exported with `git archive` to a temporary directory and run with this
 # checkout's virtualenv (PYTHONPATH points at the export). The tick bench needs PostgreSQL and
@@ -25,6 +25,17 @@ for side in before after; do
   name="trafficmgr_compare_$side"
   psql "$admin" -q -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name"
 done
+# run MODULE OLD_NAME ARGS...: the module in a tree with bench/ packages, else the flat
+# script bench/OLD_NAME.py of a commit from before them
+run() {
+  local module=$1 old=$2
+  shift 2
+  if [ -f "$(echo "$module" | tr . /).py" ]; then
+    "$py" -m "$module" "$@"
+  else
+    "$py" "bench/$old.py" "$@"
+  fi
+}
 for round in $(seq 1 "$rounds"); do
   for side in before after; do
     log="$out/$side.log"
@@ -33,12 +44,13 @@ for round in $(seq 1 "$rounds"); do
     (
       cd "$out/$side"
       export PYTHONPATH="$out/$side" SECRET_KEY=bench-only
-      "$py" bench/engine_table.py --runs 30
-      "$py" bench/engine_pick.py --repeat 3
-      "$py" bench/tick.py --ticks 15 --redis-url "$redis/${db[$side]}" \
+      run bench.engine.table engine_table --runs 30
+      run bench.engine.pick engine_pick --repeat 3
+      run bench.controlplane.tick tick --ticks 15 --redis-url "$redis/${db[$side]}" \
         --database-url "${admin%/*}/trafficmgr_compare_$side"
-      "$py" bench/decisions.py --in-process 3000 --redis-url "$redis/${route_db[$side]}"
-      "$py" bench/ingest.py --in-process 3000
+      run bench.controlplane.decisions decisions --in-process 3000 \
+        --redis-url "$redis/${route_db[$side]}"
+      run bench.controlplane.ingest ingest --in-process 3000
     ) >> "$log" 2>&1 || echo "  (a bench failed: see $log)"
   done
 done
