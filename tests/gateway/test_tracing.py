@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from trafficmgr.fleetfile import dump_fleet
 from trafficmgr.gateway import GatewaySettings, networks
 from trafficmgr.routing.types import Fleet
 from trafficmgr.simserver import Fault, FaultKind, SimServerThread
+from trafficmgr.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "where is the nearest region"}]
@@ -281,9 +281,7 @@ def test_tracing_off_never_imports_the_sdk() -> None:
 def test_the_standalone_gateway_traces_to_the_endpoint_it_is_given(
     fleet: Fleet, sim: SimServerThread, receiver: OtlpReceiver, tmp_path: Path
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     fleet_file = tmp_path / "fleet.yaml"
     fleet_file.write_text(dump_fleet(fleet))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
