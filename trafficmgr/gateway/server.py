@@ -37,7 +37,8 @@ from trafficmgr.gateway.http import HttpServer
 from trafficmgr.gateway.metrics import SHARE_S
 from trafficmgr.gateway.settings import HTTP_SERVERS, GatewaySettings
 from trafficmgr.requestpath import ControlPlane, RequestPath, RequestPathConfig
-from trafficmgr.requestpath.shared.store import SharedState, start_sharing
+from trafficmgr.requestpath.shared import start_sharing
+from trafficmgr.requestpath.shared.config import Sharing
 from trafficmgr.routing.residency import untrusted_proxy_warning
 
 log = logging.getLogger("trafficmgr.gateway")
@@ -82,7 +83,7 @@ class RunningGateway:
     maintainer: Maintainer
     shutdown_timeout_s: float
     publisher: asyncio.Task[None] | None = None
-    sharing: SharedState | None = None
+    sharing: Sharing | None = None
 
     @property
     def base_url(self) -> str:

@@ -279,12 +279,3 @@ def connect(config: SharingConfig) -> redis.Redis:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def start_sharing(core: RequestPath) -> SharedState | None:
-    """Start sharing ``core``'s state when its config asks for it (one merge first: warm)."""
-    if core.config.sharing is None:
-        return None
-    shared = SharedState(core, core.config.sharing)
-    shared.start()
-    return shared

@@ -9,8 +9,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from trafficmgr.requestpath.core import RequestPath
+from trafficmgr.requestpath.shared import start_sharing
+from trafficmgr.requestpath.shared.config import Sharing
 from trafficmgr.requestpath.shared.metrics import shared_families
-from trafficmgr.requestpath.shared.store import SharedState, start_sharing
 
 
 class SharedUpkeep:
@@ -19,7 +20,7 @@ class SharedUpkeep:
 
     def __init__(self, core: RequestPath) -> None:
         self.core = core
-        self.sharing: SharedState | None = None
+        self.sharing: Sharing | None = None
         self._started = False
 
     def __call__(self) -> None:
