@@ -1,5 +1,5 @@
 #!/bin/sh
-# As the official image: initialise an empty data directory with POSTGRES_USER/PASSWORD/DB,
+# As the official image: initialise an empty data directory (UTF-8) with POSTGRES_USER/PASSWORD/DB,
 # password authentication from anywhere, then run the server as postgres.
 set -eu
 : "${POSTGRES_USER:=postgres}" "${POSTGRES_DB:=$POSTGRES_USER}"
@@ -9,7 +9,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   pwfile="$(mktemp)"
   printf '%s\n' "$POSTGRES_PASSWORD" >"$pwfile"
   chown postgres "$pwfile"
-  su postgres -s /bin/sh -c "initdb -D '$PGDATA' -U '$POSTGRES_USER' --pwfile='$pwfile' -A scram-sha-256" >/dev/null
+  su postgres -s /bin/sh -c "initdb -D '$PGDATA' -U '$POSTGRES_USER' --pwfile='$pwfile' -A scram-sha-256 -E UTF8 --locale=C.UTF-8" >/dev/null
   rm -f "$pwfile"
   echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
   su postgres -s /bin/sh -c "pg_ctl -D '$PGDATA' -o '-c listen_addresses=' -w start" >/dev/null
