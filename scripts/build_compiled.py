@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -63,25 +64,42 @@ def source_hash(modules: list[str], mypyc: Path) -> str:
 
 def build(modules: list[str], mypyc: Path, out: Path) -> Path:
     """Build ``modules`` into ``out/src`` unless the build there is current; return it."""
-    src, stamp = out / "src", out / "source-hash"
+    stamp = out / "source-hash"
     wanted = source_hash(modules, mypyc)
     if stamp.is_file() and stamp.read_text().strip() == wanted:
-        return src
-    shutil.rmtree(out, ignore_errors=True)
-    src.mkdir(parents=True)
+        return out / "src"
+    # built aside and renamed into place: a benchmark or test reading ``out`` meanwhile, or a
+    # second build started at the same time, never sees a half-built copy
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        _compile(modules, mypyc, staging, out.with_name(f"{out.name}-failed.log"))
+        (staging / "source-hash").write_text(wanted + "\n")
+        old = out.with_name(f".{out.name}-old-{os.getpid()}")
+        if out.exists():
+            out.rename(old)
+        staging.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out / "src"
+
+
+def _compile(modules: list[str], mypyc: Path, into: Path, failed_log: Path) -> None:
+    """Copy the package into ``into/src`` and compile ``modules`` there; keep a failure's log."""
+    src = into / "src"
     shutil.copytree(
         ROOT / PACKAGE, src / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.so")
     )
-    log = out / "build.log"
+    log = into / "build.log"
     # mypyc builds with setuptools in the current directory: one without the project's files
     with log.open("w") as handle:
         done = subprocess.run([mypyc, *modules], cwd=src, stdout=handle, stderr=handle)
     if done.returncode != 0:
+        shutil.copyfile(log, failed_log)
         sys.stderr.write("".join(log.read_text().splitlines(keepends=True)[-40:]))
-        raise SystemExit(f"mypyc failed: {log}")
+        raise SystemExit(f"mypyc failed: {failed_log}")
     shutil.rmtree(src / "build", ignore_errors=True)
-    stamp.write_text(wanted + "\n")
-    return src
 
 
 def main(argv: list[str] | None = None) -> int:
