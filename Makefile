@@ -43,7 +43,7 @@ test: install lint
 
 # The edit-test loop: the engine, the request-path core, the DNS responder, the simulator and
 # the API units, without services, processes, browsers or long runs (under a minute).
-FAST_TESTS := tests/routing tests/requestpath tests/dns tests/sim tests/regions/api
+FAST_TESTS := tests/routing tests/requestpath tests/dns tests/sim tests/regions/api tests/testing
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not (integration or e2e or browser or slow)" $(FAST_TESTS) $(PYTEST_ARGS)
 
