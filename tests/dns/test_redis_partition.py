@@ -38,6 +38,7 @@ async def run_for(source: RedisSource, seconds: float) -> None:
         await task
 
 
+@pytest.mark.slow
 def test_a_silent_redis_costs_the_source_a_timeout_and_a_retry(fleet: Fleet) -> None:
     hole = Blackhole()
     counters = Counters()

@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["DEFERRED", "IMMEDIATE"])
 def test_one_revoke_wins_the_other_is_refused(tmp_path: Path, mode: str) -> None:
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "REDIS_URL": ""}
