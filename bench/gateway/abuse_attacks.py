@@ -73,7 +73,9 @@ async def evil_server(head_port: int, body_port: int, cap: int, out: str) -> Non
             pass
         finally:
             w.close()
-            Path(out).write_text(json.dumps(sent))
+            tmp = Path(out).with_suffix(".tmp")  # whole, by rename: the bench may be reading
+            tmp.write_text(json.dumps(sent))
+            os.replace(tmp, out)
 
     a = await asyncio.start_server(lambda r, w: serve("head", r, w), "127.0.0.1", head_port)
     b = await asyncio.start_server(lambda r, w: serve("body", r, w), "127.0.0.1", body_port)
