@@ -187,10 +187,12 @@ async def read_answer(reader: asyncio.StreamReader, timeout: float) -> int:
 
 
 async def gone(reader: asyncio.StreamReader, deadline: float) -> float | None:
-    """Return the seconds until the peer closes (or answers); None if open at ``deadline``."""
+    """Return the seconds until the peer closes the connection (reading what it answers
+    first, a 408 or a 503); None if it is still open at ``deadline``."""
     t0 = time.monotonic()
     try:
-        await asyncio.wait_for(reader.read(65536), max(0.01, deadline - t0))
+        while await asyncio.wait_for(reader.read(65536), max(0.01, deadline - time.monotonic())):
+            pass
         return time.monotonic() - t0
     except TimeoutError:
         return None
