@@ -37,9 +37,8 @@ lint: install
 	$(BIN)/python -m tests.architecture.layers
 	$(BIN)/python -m tests.architecture.contract_keys
 
-# The podman-marked test (the image built, compose brought up) runs by `make test-podman`.
 test: install lint
-	$(BIN)/python -m pytest -m "not podman" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The edit-test loop: the engine, the request-path core, the DNS responder, the simulator and
 # the API units, without services, processes, browsers or long runs (under a minute).
