@@ -175,7 +175,7 @@ def test_agents_heartbeat_and_every_region_is_healthy(admin: Api) -> None:
     until(healthy, 90, "table with every region healthy")
 
 
-def test_the_dns_service_answers_a_swedish_client_with_an_eu_region() -> None:
+def test_the_dns_service_answers_a_swedish_client_with_an_eu_region(stack: Stack) -> None:
     fleet = yaml.safe_load((ROOT / "examples" / "fleet.yaml").read_text())
     eu = {a for r in fleet["regions"] if r["name"].startswith("eu-") for a in r["addresses"]}
     query = ecs_query("llama-3-70b.infer.example.test", "89.160.20.1")
