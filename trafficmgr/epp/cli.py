@@ -23,6 +23,7 @@ from trafficmgr.epp.exchange import ExchangeSettings
 from trafficmgr.epp.server import ServerTls, serve
 from trafficmgr.requestpath.config import RequestPathConfig
 from trafficmgr.requestpath.core import RequestPath
+from trafficmgr.requestpath.credentials import add_secret_flags, client_tokens
 from trafficmgr.requestpath.reading import IpNetwork, networks
 from trafficmgr.requestpath.shared.config import add_sharing_flags, sharing_from
 from trafficmgr.requestpath.shared.upkeep import SharedUpkeep, serve_metrics
@@ -157,17 +158,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="SECRET[=NAME[@TENANT]]",
-        help="a client token to accept (repeatable); without one every request gets 401",
+        help="a client token to accept (repeatable; visible in the process list: prefer "
+        "--token-file); without one every request gets 401",
     )
+    add_secret_flags(parser, upstream_key=False)
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args)
         tls = tls_from_args(args)
-        source = StaticSource.from_file(args.fleet, _tokens(args.token))
+        secrets, warnings = client_tokens(args.token, args.token_file, os.environ)
+        source = StaticSource.from_file(args.fleet, _tokens(secrets))
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for warning in warnings:
+        logging.getLogger("trafficmgr.epp").warning(warning)
     try:
         config = RequestPathConfig(region=args.region, sharing=sharing_from(vars(args), os.environ))
     except ValueError as exc:
