@@ -158,6 +158,15 @@ def test_oversized_headers_get_a_431(gateway: GatewayThread) -> None:
         assert closed(s)
 
 
+@pytest.mark.parametrize(("size", "status"), [(15_000, 200), (17_000, 431)])
+def test_the_head_cap_is_16_kib(gateway: GatewayThread, size: int, status: int) -> None:
+    """A head of 16 KiB at most, as Node.js and h11 take: 60 KB junk bearer tokens on fresh
+    connections left a worker's allocator holding some 90 MB under the old 64 KiB cap."""
+    with connect(gateway) as s:
+        s.sendall(post(extra="x-big: " + "a" * size + "\r\n"))
+        assert read_response(s, bytearray())[0] == status
+
+
 def test_a_body_past_the_limit_without_a_length_gets_a_413(gateway: GatewayThread) -> None:
     limit = gateway.settings.max_body_bytes
     head = (

@@ -23,7 +23,7 @@ from typing import Any
 
 import uvicorn
 
-from trafficmgr.gateway.http import MAX_HEAD_BYTES, ClientLimits
+from trafficmgr.gateway.http import ClientLimits
 from trafficmgr.gateway.messages import Handler, Headers, Refusal, Request, Response
 
 log = logging.getLogger("trafficmgr.gateway")
@@ -188,7 +188,7 @@ def uvicorn_config(
         server_header=False,
         timeout_keep_alive=max(1, math.ceil(limits.keepalive_s)),
         limit_concurrency=limits.max_connections,
-        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        h11_max_incomplete_event_size=limits.max_head_bytes,
         timeout_graceful_shutdown=max(1, math.ceil(shutdown_timeout_s)),
         backlog=4096,
     )

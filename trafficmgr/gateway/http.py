@@ -30,7 +30,7 @@ What a client can rely on, and what it cannot take (``ClientLimits``, per worker
   does. Not left in the backlog: asyncio cannot pause accepting (a closed listener does not
   reopen), and with ``SO_REUSEPORT`` the kernel has already given the connection to this
   worker, so a clear refusal lets the balancer in front retry elsewhere at once;
-- limits: the request line and headers together at most ``MAX_HEAD_BYTES`` (431), the body
+- limits: the request line and headers together at most ``max_head_bytes`` (16 KiB, 431), the body
   at most ``max_body_bytes`` (``Request.read`` raises ``BodyTooLarge``; the connection closes
   after the answer, the rest of the body unread); bytes that are not HTTP get a 400 and the
   connection closes (these answers are the caller's ``refusal``: the gateway's are in
@@ -84,7 +84,9 @@ __all__ = [
 
 log = logging.getLogger("trafficmgr.gateway")
 
-MAX_HEAD_BYTES = 64 * 1024
+# Node.js's and h11's default: an OpenAI client's head is a few hundred bytes, and a larger
+# cap only lets junk headers (60 KB bearer tokens) leave the allocator holding ~100 MB
+MAX_HEAD_BYTES = 16 * 1024
 SWEEP_S = 1.0  # how often the deadlines are looked at (more often for shorter ones)
 # bytes parsed at a time: reading pauses between two slices, so one pause lets in at most the
 # requests a slice holds (~200 of the smallest) instead of a whole 256 KiB read's
@@ -105,6 +107,7 @@ class ClientLimits:
     max_pipelined: int = 2  # requests waiting behind the one served before reading stops
     max_connections: int = 4096  # per worker: more are answered 503 and closed
     max_per_client: int = 256  # per client address (trusted proxies exempt): likewise
+    max_head_bytes: int = MAX_HEAD_BYTES  # request line and headers together (431)
 
     @property
     def sweep_s(self) -> float:
@@ -224,8 +227,9 @@ class HttpProtocol:
         except httptools.HttpParserUpgrade:
             self._refuse(400, "protocol upgrades are not served here")
         except httptools.HttpParserError as exc:  # what a callback raised comes wrapped
-            if self._head_bytes > MAX_HEAD_BYTES:
-                self._refuse(431, f"request line and headers larger than {MAX_HEAD_BYTES} bytes")
+            cap = self.limits.max_head_bytes
+            if self._head_bytes > cap:
+                self._refuse(431, f"request line and headers larger than {cap} bytes")
             else:
                 self._refuse(400, f"malformed HTTP request: {exc}")
 
@@ -351,7 +355,7 @@ class HttpProtocol:
 
     def _count(self, n: int) -> None:
         self._head_bytes += n
-        if self._head_bytes > MAX_HEAD_BYTES:
+        if self._head_bytes > self.limits.max_head_bytes:
             raise ValueError("request head too large")
 
     def _next(self) -> None:

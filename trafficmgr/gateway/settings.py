@@ -110,6 +110,7 @@ CLIENT_FLAGS: dict[str, tuple[str, type, str]] = {
         "seconds a write may wait for a client that does not read (then the connection drops)",
     ),
     "--max-pipelined": ("max_pipelined", int, "requests queued before reading stops"),
+    "--max-head-bytes": ("max_head_bytes", int, "bytes of request line and headers (431)"),
     "--max-client-connections": ("max_connections", int, "client connections per worker (503)"),
     "--max-connections-per-client": (
         "max_per_client",
