@@ -342,6 +342,12 @@ def test_a_stream_to_a_client_that_stops_reading_frees_its_in_flight_slot(
         # never read again: the gateway's writes back up and its deadline cuts the client
         assert ledger_drained(core, timeout_s=30) == 0
         assert started == [1]
+        # ... and the connection too, unread: what was queued for it must not hold it open
+        server = gw.gateway.server
+        deadline = time.monotonic() + 10
+        while server.connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not server.connections
 
 
 def test_the_limits_come_from_the_command_line_and_bad_ones_are_named() -> None:

@@ -177,6 +177,7 @@ class HttpProtocol:
         self._body_since = 0.0
         self._body_base = 0  # body bytes that had arrived at ``_body_since``
         self._drain_since = 0.0
+        self._closing_since = 0.0  # closed with bytes the client has yet to read
         self.last_active = 0.0  # loop time the connection last finished a request
 
     # --- asyncio.Protocol ---
@@ -332,7 +333,8 @@ class HttpProtocol:
         """Enforce the deadlines: a write the client does not read, a head or a body arriving
         too slowly (408), an idle keep-alive connection (closed quietly)."""
         limits = self.limits
-        if self._drain_since and now - self._drain_since > limits.write_timeout_s:
+        waiting = self._drain_since or self._closing_since
+        if waiting and now - waiting > limits.write_timeout_s:
             if self.transport is not None:
                 self.transport.abort()  # connection_lost cancels the handler
             return
@@ -393,8 +395,11 @@ class HttpProtocol:
                     await self.drain()
                 except (ConnectionResetError, asyncio.CancelledError):
                     keep = False
-        else:  # a stream the handler did not end (its client went away): cut, not ended
-            keep = keep and answer._done
+        elif not answer._done:  # a stream the handler did not end: cut, not ended; what is
+            self._task = None  # queued for a client that stopped reading must not hold it
+            if self.transport is not None:
+                self.transport.abort()
+            return
         self._task = None  # the next request's task starts only after this one
         if not keep:
             self._close()
@@ -460,8 +465,11 @@ class HttpProtocol:
         self._close()
 
     def _close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            if transport.get_write_buffer_size():  # flushed first: the write deadline holds
+                self._closing_since = self.server.loop.time()
+            transport.close()
 
     @property
     def busy(self) -> bool:
