@@ -236,8 +236,8 @@ def test_connections_past_the_worker_cap_get_503(serve: Callable[..., Served]) -
     served = serve(max_connections=2)
     first, second = served.connect(), served.connect()
     for s in (first, second):
-        s.sendall(HEALTHZ)
-        assert read_status(s) == 200
+        s.sendall(HEALTHZ[:10])  # a request begun: neither connection is idle
+    steady(served.state)
     with served.connect() as third:
         assert read_status(third) == 503
         assert is_closed(third)
@@ -246,6 +246,26 @@ def test_connections_past_the_worker_cap_get_503(serve: Callable[..., Served]) -
     with served.connect() as again:
         again.sendall(HEALTHZ)
         assert read_status(again) == 200
+    second.close()
+
+
+def test_a_full_worker_closes_its_longest_idle_connection_for_a_new_client(
+    serve: Callable[..., Served],
+) -> None:
+    """Idle keep-alive connections (a flood of them from other addresses, say) give way to a
+    new client instead of turning it away with a 503."""
+    served = serve(max_connections=2)
+    first, second = served.connect(), served.connect()
+    for s in (first, second):
+        s.sendall(HEALTHZ)
+        assert read_status(s) == 200
+    with served.connect() as third:
+        third.sendall(HEALTHZ)
+        assert read_status(third) == 200
+        assert is_closed(first)  # idle the longest: closed to make room
+        second.sendall(HEALTHZ)
+        assert read_status(second) == 200
+    first.close()
     second.close()
 
 

@@ -472,6 +472,13 @@ class HttpProtocol:
             transport.close()
 
     @property
+    def evictable(self) -> bool:
+        """Whether the connection waits for a request with nothing of one begun: a worker at
+        its connection cap closes these to take a new client (nginx reuses idle keep-alive
+        connections the same way) rather than refuse it."""
+        return not self.busy and not self._head_since and not self.closed
+
+    @property
     def busy(self) -> bool:
         """Whether a request is being answered or waits its turn on this connection."""
         return self._task is not None or bool(self._queue) or self._current is not None
@@ -520,7 +527,7 @@ class HttpServer:
     def admit(self, conn: HttpProtocol) -> str:
         """Count a new connection against the caps; return why it is refused, or ""."""
         limits = self.limits
-        if len(self.connections) >= limits.max_connections:
+        if len(self.connections) >= limits.max_connections and not self._evict_idle():
             return f"this worker serves at most {limits.max_connections} connections"
         host = conn.peer[0] if conn.peer is not None else ""
         if not host or (self.uncapped and _within(host, self.uncapped)):
@@ -531,6 +538,19 @@ class HttpServer:
         self.per_client[host] = held + 1
         conn._client = host
         return ""
+
+    def _evict_idle(self) -> bool:
+        """Close the connection idle the longest, to make room; return whether there was one.
+
+        Closed connections leave ``connections`` only in ``connection_lost``, a loop turn
+        later, so the evicted one is taken out here at once."""
+        idle = [c for c in self.connections if c.evictable]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.last_active)
+        oldest._close()
+        self.forget(oldest)
+        return True
 
     def forget(self, conn: HttpProtocol) -> None:
         """Uncount a connection that closed."""
