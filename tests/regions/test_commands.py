@@ -371,7 +371,7 @@ def demo_env(var_dir: Path) -> dict[str, str]:
 def test_server_url_prefers_the_environment_then_the_running_demo(
     tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from regions.management import demofiles
+    from regions.demo import files as demofiles
 
     settings.VAR_DIR = tmp_path
     monkeypatch.delenv("TRAFFICMGR_SERVER", raising=False)

@@ -31,9 +31,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from regions.audit.trail import acting_as, cli_actor
+from regions.demo import files as demofiles
 from regions.drills import service
 from regions.errors import DomainError
-from regions.management import demofiles
 
 EXIT = {"pass": 0, "fail": 1, "aborted": 2}
 

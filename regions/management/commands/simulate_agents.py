@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from regions.audit.trail import acting_as
-from regions.embedded import start_simulated_agents, stop_agents
+from regions.demo.embedded import start_simulated_agents, stop_agents
 from regions.fleet.services import fleet_snapshot
 
 

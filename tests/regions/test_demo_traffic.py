@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from regions.access.issue import create_token
-from regions.demotraffic import DemoRequestPath, serve_endpoints
+from regions.demo.traffic import DemoRequestPath, serve_endpoints
 from regions.fleet.plan import apply_plan, plan_fleet
 from tests.gateway.world import world_fleet
 from tests.regions.loop.conftest import wait_for
