@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regions.api.drill_views import DrillSerializer
+from regions.api.drills.views import DrillSerializer
 from regions.drills import progress
 from regions.models import ACTIVE_DRILL_STATUSES, Drill
 

@@ -26,7 +26,7 @@ from typing import Any
 from dashboard.drillfeed import drills_doc
 from regions import conf, hotstate
 from regions.access.permissions import has_role, role_of
-from regions.api.loop_views import TableVersionSerializer
+from regions.api.loop.views import TableVersionSerializer
 from regions.api.serializers import (
     EndpointSerializer,
     EventSerializer,

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from regions import hotstate
 from regions.access import auth
-from regions.api.loop_views import LoopRateThrottle
-from regions.api.throttling import cache_away
+from regions.api.throttling import LoopRateThrottle, cache_away
 from regions.decisions import route
 from regions.fleet import snapshot
 from regions.hotstate import HotState, impairment

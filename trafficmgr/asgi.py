@@ -1,6 +1,6 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
-Heartbeats and decisions are answered by ``regions.api.loop_front`` in front of Django.
+Heartbeats and decisions are answered by ``regions.api.fastfront.front`` in front of Django.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
-from regions.api.loop_front import LoopFront  # noqa: E402
+from regions.api.fastfront.front import LoopFront  # noqa: E402
 
 
 def _leave_request_bodies_to_the_application() -> None:

@@ -282,7 +282,7 @@ def in_process(
     """
     import asyncio
 
-    from regions.api.loop_front import LoopFront
+    from regions.api.fastfront.front import LoopFront
     from trafficmgr import asgi
 
     app = LoopFront(asgi.django_asgi_app, enabled=front)

@@ -1,7 +1,7 @@
 """One error format for the whole API: ``{"error", "detail", "fields"}``.
 
 A store outage (``regions.api.outage``) is a 503 ``unavailable`` with ``Retry-After`` here, in
-the ASGI front of the hot paths (``loop_front``) and for any other Django view
+the ASGI front of the hot paths (``regions.api.fastfront``) and for any other Django view
 (``regions.middleware.ErrorFormatMiddleware``).
 """
 

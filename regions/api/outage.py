@@ -3,9 +3,10 @@
 When Redis (hot state, cache, Celery broker) or the database cannot be reached, a request may
 succeed a few seconds later; it is answered 503 with ``Retry-After: OUTAGE_RETRY_AFTER_S`` in
 the one error format, by the DRF views (``errors.exception_handler``), the ASGI front of the
-hot paths (``loop_front``) and every other Django view (``regions.middleware``). Paths that can
-do without the store keep working (fail static): the rate limit is not enforced without its
-cache (``throttling``), and the token cache and hot state keep what they hold.
+hot paths (``regions.api.fastfront``) and every other Django view (``regions.middleware``).
+Paths that can do without the store keep working (fail static): the rate limit is not
+enforced without its cache (``throttling``), and the token cache and hot state keep what
+they hold.
 
 Kept apart from ``errors`` so that modules DRF loads from its settings (the throttle) can use
 it without importing DRF's views. A partitioned hot state raises a timeout once, then its

@@ -9,6 +9,7 @@ from typing import IO, Any
 from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.request import Request
 
 from regions.validation import MAX_DEPTH, Invalid, check_bounds
 
@@ -60,3 +61,18 @@ class JSONParser(parsers.JSONParser):
         except Invalid as exc:
             raise ValidationError({exc.field: [exc.message]}) from None
         return value
+
+
+TRUE = {"1", "true", "yes", "on"}
+FALSE = {"", "0", "false", "no", "off"}
+
+
+def flag(request: Request, name: str) -> bool:
+    """A boolean query parameter (``1``/``0``, ``true``/``false``, ...); anything else is a 400
+    naming it: a mistyped ``dry_run`` must not apply the change."""
+    raw = str(request.query_params.get(name, "")).strip().lower()
+    if raw in TRUE:
+        return True
+    if raw in FALSE:
+        return False
+    raise ValidationError({name: [f"{raw[:40]!r} is not a boolean (use 1 or 0)"]})

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from regions.api.outage import is_outage, note_outage
 from regions.hotstate.impairment import Breaker
@@ -56,3 +58,48 @@ class TokenRateThrottle(SimpleRateThrottle):
         else:
             ident = f"ip:{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+def parse_rate(rate: str) -> tuple[int, float]:
+    """Read DRF's ``"<count>/<s|sec|m|min|h|hour|d|day>"``."""
+    count, _, period = rate.partition("/")
+    return int(count), {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}[period[:1]]
+
+
+class LoopRateThrottle(BaseThrottle):
+    """Per-token rate of the hot paths (heartbeats, decisions), counted in this process.
+
+    Agents and gateways call these far more often than people call the rest of the API, and
+    a shared counter would cost two cache round trips per request; so each process keeps a
+    fixed-window count per token. The limit is ``DEFAULT_THROTTLE_RATES["loop"]`` (default
+    120000/min) per process.
+    """
+
+    default_rate = "120000/min"
+    _windows: dict[str, tuple[float, int]] = {}
+    _lock = threading.Lock()
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        allowed, self._wait = self.take(ident(getattr(request, "auth", None)))
+        return allowed
+
+    def wait(self) -> float | None:
+        return self._wait
+
+    @classmethod
+    def take(cls, key: str) -> tuple[bool, float]:
+        """Count one request of ``key``; return whether it is within the rate, and the wait."""
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get("loop") or cls.default_rate
+        count, period = parse_rate(str(rate))
+        now = time.monotonic()
+        with cls._lock:
+            start, used = cls._windows.get(key, (now, 0))
+            if now - start >= period:
+                start, used = now, 0
+            cls._windows[key] = (start, used + 1)
+        return used < count, max(0.0, period - (now - start))
+
+
+def ident(token: Any) -> str:
+    """The rate-limit key of a token (the same for the DRF views and the ASGI front)."""
+    return f"{type(token).__name__}:{getattr(token, 'pk', None)}"

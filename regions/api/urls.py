@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.urls import include, path
 
 urlpatterns = [
-    path("", include("regions.api.config_urls")),
-    path("", include("regions.api.fleet_urls")),
-    path("", include("regions.api.loop_urls")),
-    path("", include("regions.api.drill_urls")),
-    path("", include("regions.api.alert_urls")),
+    path("", include("regions.api.config.urls")),
+    path("", include("regions.api.fleet.urls")),
+    path("", include("regions.api.loop.urls")),
+    path("", include("regions.api.drills.urls")),
+    path("", include("regions.api.alerts.urls")),
 ]

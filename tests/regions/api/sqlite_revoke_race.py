@@ -28,7 +28,7 @@ from django.db import connection  # noqa: E402
 from django.db.models.signals import pre_save  # noqa: E402
 
 from regions.access.issue import create_token  # noqa: E402
-from regions.api.views import _revoke  # noqa: E402
+from regions.api.config.views import _revoke  # noqa: E402
 from regions.errors import DomainError  # noqa: E402
 from regions.models import ApiToken, Role  # noqa: E402
 

@@ -63,7 +63,7 @@ def test_a_drf_view_answers_an_outage_in_the_error_format(
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise exc
 
-    monkeypatch.setattr("regions.api.views.RegionViewSet.list", fail)
+    monkeypatch.setattr("regions.api.config.views.RegionViewSet.list", fail)
     assert_outage(viewer_client.get(f"{API}/regions/"))
 
 

@@ -23,7 +23,7 @@ def send(app: Any, secret: str, doc: Any) -> Any:
 def test_a_report_is_answered_by_the_front_like_django(
     front: Any, django_app: Recorder, secrets: dict[str, str], fresh_hot_state: Any, items: int
 ) -> None:
-    from regions.api.loop_front import INLINE_REPORT_BYTES
+    from regions.api.fastfront.front import INLINE_REPORT_BYTES
 
     doc = {"completions": [item(output_tokens=i) for i in range(items)]}
     assert (len(json.dumps(doc)) > INLINE_REPORT_BYTES) == (items > 1)

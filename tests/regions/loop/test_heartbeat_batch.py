@@ -19,7 +19,7 @@ HEARTBEATS = f"{API}/heartbeats/"
 def front() -> Iterator[Any]:
     from django.core.handlers.asgi import ASGIHandler
 
-    from regions.api.loop_front import LoopFront
+    from regions.api.fastfront.front import LoopFront
 
     app = LoopFront(Recorder(ASGIHandler()), enabled=True)
     yield app

@@ -32,7 +32,7 @@ def django_app() -> Recorder:
 
 @pytest.fixture
 def front(django_app: Recorder) -> Iterator[Any]:
-    from regions.api.loop_front import LoopFront
+    from regions.api.fastfront.front import LoopFront
 
     app = LoopFront(django_app, enabled=True)
     yield app
@@ -318,7 +318,7 @@ def test_ssl_redirect_is_left_to_django_and_https_gets_hsts(
 ) -> None:
     from django.core.handlers.asgi import ASGIHandler
 
-    from regions.api.loop_front import LoopFront
+    from regions.api.fastfront.front import LoopFront
 
     settings.SECURE_SSL_REDIRECT = True
     settings.SECURE_HSTS_SECONDS = 3600
@@ -343,7 +343,7 @@ def test_other_methods_and_paths_pass_through(front: Any, django_app: Recorder) 
 
 
 def test_the_front_can_be_turned_off(django_app: Recorder, secrets: dict[str, str]) -> None:
-    from regions.api.loop_front import LoopFront
+    from regions.api.fastfront.front import LoopFront
 
     off = LoopFront(django_app, enabled=False)
     assert beat(off, secrets["eu-west"], hb_doc("euw-1", 1, time.time())).status == 200

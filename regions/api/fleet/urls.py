@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from regions.api.fleet_views import FleetApplyView, FleetExportView
+from regions.api.fleet.views import FleetApplyView, FleetExportView
 
 urlpatterns = [
     path("fleet/apply", FleetApplyView.as_view(), name="fleet-apply"),

@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.urls import re_path
 from rest_framework.routers import SimpleRouter
 
-from regions.api.alert_views import AlertChannelViewSet, NotificationViewSet
-from regions.api.silence_views import SilenceViewSet
+from regions.api.alerts.silences import SilenceViewSet
+from regions.api.alerts.views import AlertChannelViewSet, NotificationViewSet
 
 router = SimpleRouter()
 router.register("alert-channels", AlertChannelViewSet, basename="alert-channel")

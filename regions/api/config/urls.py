@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework.routers import SimpleRouter
 
-from regions.api import views
+from regions.api.config import views
 
 router = SimpleRouter()
 router.register("regions", views.RegionViewSet, basename="region")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from regions.api import drill_views as v
+from regions.api.drills import views as v
 
 urlpatterns = [
     path("drills/", v.DrillListView.as_view(), name="drill-list"),

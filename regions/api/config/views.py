@@ -25,15 +25,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.serializers import BaseSerializer
 
 from regions.access.issue import TOKEN_ROLES, create_token
 from regions.access.permissions import has_role
 from regions.api.filters import (
-    BoundedSearchFilter,
     Filter,
-    QueryFilter,
-    StrictOrderingFilter,
     refuse_unknown_params,
 )
 from regions.api.parsers import JSONParser
@@ -50,6 +46,7 @@ from regions.api.serializers import (
     TokenCreateSerializer,
     TokenSerializer,
 )
+from regions.api.viewsets import ANY_SEGMENT, ConfigViewSet, HistoryViewSet
 from regions.audit.trail import current_actor
 from regions.errors import DomainError
 from regions.models import (
@@ -69,48 +66,8 @@ from regions.models import (
     Role,
 )
 
-# Any segment routes to the view, so a malformed name is a 404 in the error format too.
-ANY_SEGMENT = r"[^/]+"
 SINCE = Filter("at__gte", kind="datetime", description="only rows at or after this instant")
 UNTIL = Filter("at__lt", kind="datetime", description="only rows before this instant")
-
-
-class ConfigViewSet(viewsets.ModelViewSet):
-    """CRUD over a named configuration object: viewer reads, admin writes.
-
-    Objects are addressed by name (``/api/v1/regions/eu-west/``), like the fleet file.
-    """
-
-    lookup_field = "name"
-    lookup_value_regex = ANY_SEGMENT
-    parser_classes = [JSONParser]
-    filter_backends = [QueryFilter, StrictOrderingFilter, BoundedSearchFilter]
-    search_fields = ["name"]
-    read_role = Role.VIEWER
-    write_role = Role.ADMIN
-
-    # Each write and the audit rows its signals append commit together, or not at all.
-    def perform_create(self, serializer: BaseSerializer[Any]) -> None:
-        with transaction.atomic():
-            serializer.save()
-
-    def perform_update(self, serializer: BaseSerializer[Any]) -> None:
-        with transaction.atomic():
-            serializer.save()
-
-    def perform_destroy(self, instance: Any) -> None:
-        with transaction.atomic():
-            instance.delete()
-
-
-class HistoryViewSet(viewsets.ReadOnlyModelViewSet):
-    """Read-only, newest first."""
-
-    filter_backends = [QueryFilter, StrictOrderingFilter]
-    lookup_value_regex = ANY_SEGMENT
-    ordering_fields = ["at", "id"]
-    ordering = ["-at", "-id"]
-    read_role = Role.VIEWER
 
 
 class GpuProfileViewSet(ConfigViewSet):

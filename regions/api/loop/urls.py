@@ -4,8 +4,8 @@ The operator actions sit under ``regions/<name>/`` and ``endpoints/<name>/`` nex
 configuration viewsets' detail routes (``regions/<name>/``, trailing slash, nothing after),
 so they cannot collide. Every route here takes an optional trailing slash, like the rest of
 the API: ``POST /api/v1/route/`` must not 404 where ``/api/v1/route`` answers. The schema and
-``reverse`` name the form without it, the one the ASGI front (``loop_front``) answers itself;
-the slashed form goes through Django to the same view.
+``reverse`` name the form without it, the one the ASGI front (``regions.api.fastfront``)
+answers itself; the slashed form goes through Django to the same view.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.urls import URLPattern, path, re_path
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
-from regions.api import loop_views as v
+from regions.api.loop import views as v
 
 NAME = r"(?P<name>[A-Za-z0-9_.\-]+)"
 REGION_ACTIONS = ("drain", "undrain", "weight", "pause-failover", "resume-failover")

@@ -24,8 +24,7 @@ from rest_framework.views import APIView
 
 from regions.access.permissions import has_role
 from regions.api.filters import Filter, QueryFilter
-from regions.api.loop_views import flag
-from regions.api.parsers import JSONParser
+from regions.api.parsers import JSONParser, flag
 from regions.drills import guardrails, service, tasks
 from regions.errors import DomainError
 from regions.fleet import snapshot

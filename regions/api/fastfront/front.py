@@ -31,7 +31,7 @@ does not hold up the decisions behind it), and hands everything else to Django:
   what Django fails to answer at all (an error escaping it before its reply starts).
 
 The rules it applies as Django would (hosts, HTTPS, the body limit, the security headers)
-are in ``loop_http``. The DRF views (``loop_views``) keep the OpenAPI description.
+are in ``fastfront.http``. The DRF views (``regions.api.loop.views``) keep the OpenAPI description.
 ``TRAFFICMGR_LOOP_FRONT=0`` in the environment turns the front off.
 """
 
@@ -54,7 +54,7 @@ from rest_framework.renderers import JSONRenderer
 
 from regions import conf, hotstate
 from regions.access import auth
-from regions.api import loop_views
+from regions.api.decide import route_reply
 from regions.api.errors import (
     error_body,
     exception_handler,
@@ -63,7 +63,16 @@ from regions.api.errors import (
     outage_body,
     outage_headers,
 )
-from regions.api.loop_http import Message, Receive, Scope, Send, http_settings, read_body, replay
+from regions.api.fastfront.http import (
+    Message,
+    Receive,
+    Scope,
+    Send,
+    http_settings,
+    read_body,
+    replay,
+)
+from regions.api.throttling import LoopRateThrottle, ident
 from regions.decisions import completions
 from regions.errors import DomainError
 from regions.fleet import snapshot
@@ -161,12 +170,12 @@ class LoopFront:
             self._reports = None
 
     async def _answer(self, user: auth.TokenUser, kind: str, body: bytes) -> Reply:
-        allowed, wait = loop_views.LoopRateThrottle.take(loop_views.ident(user.token))
+        allowed, wait = LoopRateThrottle.take(ident(user.token))
         if not allowed:
             raise exceptions.Throttled(wait)
         view = await self._fleet()
         if kind == ROUTE:
-            return Reply(*loop_views.route_reply(body, view))
+            return Reply(*route_reply(body, view))
         if kind == COMPLETIONS:
             return Reply(202, {"accepted": await self._report(body, view)}, {})
         token = user.token

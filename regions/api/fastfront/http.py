@@ -1,6 +1,6 @@
 """What Django would do to a request and its reply, done without Django for the loop front.
 
-The front (``loop_front``) answers heartbeats and decisions only where Django would have
+The front (``fastfront.front``) answers heartbeats and decisions only where Django would have
 answered the same: the same allowed hosts (``ALLOWED_HOSTS``), HTTPS detection behind a proxy
 (``SECURE_PROXY_SSL_HEADER``), body limit (``DATA_UPLOAD_MAX_MEMORY_SIZE``) and the headers
 SecurityMiddleware and XFrameOptionsMiddleware add. Those rules are kept here, apart from the

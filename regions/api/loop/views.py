@@ -1,13 +1,13 @@
 """Control-loop API: heartbeats, the routing table and its history, the L7 decision, actions.
 
 Thin views: each parses what is HTTP-specific (query flags) and calls a service. Under ASGI
-most heartbeats and decisions are answered by ``loop_front`` before they reach Django; these
-views describe both routes in the OpenAPI schema and answer whatever the front passes on.
+most heartbeats and decisions are answered by ``regions.api.fastfront`` before they reach
+Django; these views describe both routes in the OpenAPI schema and answer whatever the front
+passes on.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -19,18 +19,17 @@ from drf_spectacular.utils import (
     extend_schema,
     inline_serializer,
 )
-from rest_framework import exceptions, generics, serializers
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from regions import hotstate, metrics
 from regions.access.permissions import has_role
-from regions.api.errors import error_body
-from regions.api.parsers import JSONParser
+from regions.api.decide import route_reply
+from regions.api.parsers import JSONParser, flag
 from regions.api.schema import ERROR
+from regions.api.throttling import LoopRateThrottle
 from regions.decisions import completions
 from regions.decisions import route as decisions
 from regions.errors import bad_input
@@ -40,76 +39,7 @@ from regions.models import Role, RoutingTableVersion
 from regions.validation import Field, number, obj, parse_json, validate
 from trafficmgr.routing.table_json import table_to_json
 
-TRUE = {"1", "true", "yes", "on"}
-FALSE = {"", "0", "false", "no", "off"}
 WEIGHT_BODY = obj({"weight": Field(number(0, 1000))})
-
-
-def parse_rate(rate: str) -> tuple[int, float]:
-    """Read DRF's ``"<count>/<s|sec|m|min|h|hour|d|day>"``."""
-    count, _, period = rate.partition("/")
-    return int(count), {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}[period[:1]]
-
-
-class LoopRateThrottle(BaseThrottle):
-    """Per-token rate of the hot paths (heartbeats, decisions), counted in this process.
-
-    Agents and gateways call these far more often than people call the rest of the API, and
-    a shared counter would cost two cache round trips per request; so each process keeps a
-    fixed-window count per token. The limit is ``DEFAULT_THROTTLE_RATES["loop"]`` (default
-    120000/min) per process.
-    """
-
-    default_rate = "120000/min"
-    _windows: dict[str, tuple[float, int]] = {}
-    _lock = threading.Lock()
-
-    def allow_request(self, request: Request, view: Any) -> bool:
-        allowed, self._wait = self.take(ident(getattr(request, "auth", None)))
-        return allowed
-
-    def wait(self) -> float | None:
-        return self._wait
-
-    @classmethod
-    def take(cls, key: str) -> tuple[bool, float]:
-        """Count one request of ``key``; return whether it is within the rate, and the wait."""
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get("loop") or cls.default_rate
-        count, period = parse_rate(str(rate))
-        now = time.monotonic()
-        with cls._lock:
-            start, used = cls._windows.get(key, (now, 0))
-            if now - start >= period:
-                start, used = now, 0
-            cls._windows[key] = (start, used + 1)
-        return used < count, max(0.0, period - (now - start))
-
-
-def ident(token: Any) -> str:
-    """The rate-limit key of a token (the same for the DRF views and the ASGI front)."""
-    return f"{type(token).__name__}:{getattr(token, 'pk', None)}"
-
-
-def route_reply(
-    body: bytes, view: snapshot.FleetView | None = None
-) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """Decide one request: (status, body, headers); 503 with Retry-After for no capacity."""
-    try:
-        decision = decisions.decide(body, view=view)
-    except decisions.NoCapacity as exc:
-        return 503, error_body(exc.code, exc.detail), {"Retry-After": str(exc.retry_after)}
-    return 200, decision.as_json(), {}
-
-
-def flag(request: Request, name: str) -> bool:
-    """A boolean query parameter (``1``/``0``, ``true``/``false``, ...); anything else is a 400
-    naming it: a mistyped ``dry_run`` must not apply the change."""
-    raw = str(request.query_params.get(name, "")).strip().lower()
-    if raw in TRUE:
-        return True
-    if raw in FALSE:
-        return False
-    raise exceptions.ValidationError({name: [f"{raw[:40]!r} is not a boolean (use 1 or 0)"]})
 
 
 ACTION_FLAGS = [

@@ -27,7 +27,7 @@ from regions.alerts.rules import EVENT_NAMES
 from regions.api.fields import NameRelatedField, StrictChoiceField
 from regions.api.filters import Filter
 from regions.api.serializers import StrictModelSerializer
-from regions.api.views import ConfigViewSet, HistoryViewSet
+from regions.api.viewsets import ConfigViewSet, HistoryViewSet
 from regions.audit.trail import current_actor
 from regions.models import (
     AlertChannel,
