@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
 import ipaddress
 import logging
 import socket
@@ -484,6 +485,10 @@ class HttpProtocol:
         return self._task is not None or bool(self._queue) or self._current is not None
 
 
+def _last_active(conn: HttpProtocol) -> float:
+    return conn.last_active
+
+
 class HttpServer:
     """Listen on ``host:port`` and serve ``handler``; ``stop`` drains."""
 
@@ -540,16 +545,20 @@ class HttpServer:
         return ""
 
     def _evict_idle(self) -> bool:
-        """Close the connection idle the longest, to make room; return whether there was one.
+        """Close the connections idle the longest, to make room; return whether there was one.
 
-        Closed connections leave ``connections`` only in ``connection_lost``, a loop turn
-        later, so the evicted one is taken out here at once."""
+        A sixteenth of the cap goes at once: the walk over every connection is then paid once
+        per many admissions, not per accept (a flood of connections would otherwise slow the
+        accept loop until the backlog drops newcomers' SYNs). Closed connections leave
+        ``connections`` only in ``connection_lost``, a loop turn later, so the evicted ones
+        are taken out here at once."""
         idle = [c for c in self.connections if c.evictable]
         if not idle:
             return False
-        oldest = min(idle, key=lambda c: c.last_active)
-        oldest._close()
-        self.forget(oldest)
+        batch = max(1, self.limits.max_connections // 16)
+        for conn in heapq.nsmallest(batch, idle, key=_last_active):
+            conn._close()
+            self.forget(conn)
         return True
 
     def forget(self, conn: HttpProtocol) -> None:
