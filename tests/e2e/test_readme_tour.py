@@ -190,6 +190,7 @@ def check_gateway(argv: list[str], out: str, workdir: Path) -> None:
     assert head.startswith("HTTP/1.1 200"), head
     for name in ("region", "endpoint", "reason", "overhead-ms"):
         assert f"x-trafficmgr-{name}:" in head.lower(), head
+    assert "x-trafficmgr-region: eu-" in head.lower(), head  # a Swedish client stays in the EU
     answer = json.loads(body)
     assert answer["object"] == "chat.completion" and answer["choices"][0]["message"]["content"]
 
