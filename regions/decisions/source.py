@@ -22,7 +22,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from regions import conf, hotstate
 from regions.access.auth import resolve_token, well_formed
@@ -54,7 +54,8 @@ class DjangoControlPlane:
         self._region_of: dict[str, str] = {}
 
     def fleet(self) -> Fleet:
-        close_old_connections()  # called from a long-lived thread: drop a dead connection
+        if not connection.in_atomic_block:  # a caller's transaction keeps its connection
+            close_old_connections()  # called from a long-lived thread: drop a dead connection
         view = snapshot.current()
         self._region_of = {e.name: r.name for r in view.fleet.regions for e in r.endpoints}
         return view.fleet
