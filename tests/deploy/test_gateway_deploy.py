@@ -107,6 +107,7 @@ def test_prometheus_scrapes_the_gateway_and_loads_its_rules() -> None:
         assert f"TrafficmgrGateway{name}" in alerts, name
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(
     not shutil.which("promtool"), reason="promtool not installed (Debian: prometheus)"
 )

@@ -36,7 +36,8 @@ def test_every_series_a_rule_reads_is_exported() -> None:
             assert series.removesuffix("_total") in exported, (rule["alert"], series)
 
 
-@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed")
+@pytest.mark.integration
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed (Debian: prometheus)")
 def test_promtool_accepts_the_rules() -> None:
     done = subprocess.run(
         ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
