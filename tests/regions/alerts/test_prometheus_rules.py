@@ -37,7 +37,9 @@ def test_every_series_a_rule_reads_is_exported() -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed (Debian: prometheus)")
+@pytest.mark.skipif(
+    not shutil.which("promtool"), reason="promtool not installed (Debian: prometheus)"
+)
 def test_promtool_accepts_the_rules() -> None:
     done = subprocess.run(
         ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
