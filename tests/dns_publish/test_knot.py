@@ -3,6 +3,7 @@ ACL refuses the transfer; and a table compiled by the engine from the example fl
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from tests.dns_publish.world import EU_WEST_V4, US_EAST_V4, ask, fqdn, make_zone
 from trafficmgr.dns.publishers import DnsZone, Rfc2136Target
 from trafficmgr.fleetfile import load_fleet_file
 from trafficmgr.routing.table import lookup, static_table
-from trafficmgr.routing.types import ClientLocation
+from trafficmgr.routing.types import ClientLocation, UnlocatedClients
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,11 @@ def test_refused_transfer_falls_back_to_the_last_published_state(
 
 
 def test_a_table_compiled_from_the_example_fleet(knot: Knot) -> None:
-    fleet = load_fleet_file(str(EXAMPLE_FLEET))
+    # A server without views answers every resolver as a client that cannot be located, which
+    # the shipped fleet denies (the next test); a fleet published this way says where such
+    # clients go, here anywhere.
+    shipped = load_fleet_file(str(EXAMPLE_FLEET))
+    fleet = replace(shipped, unlocated=UnlocatedClients.parse("unrestricted"))
     table = static_table(fleet, now=1_800_000_000.0)
     zone = DnsZone.from_fleet(fleet)
     target = Rfc2136Target(zone, "127.0.0.1", knot.key, port=knot.port)
@@ -68,3 +73,15 @@ def test_a_table_compiled_from_the_example_fleet(knot: Knot) -> None:
     assert ask(knot.port, fqdn("llama-3-70b"), "A") == expected
     (txt,) = ask(knot.port, fqdn("llama-3-70b"), "TXT")
     assert f"table={table.version}" in txt and f"region={top.region}" in txt
+
+
+def test_the_shipped_fleet_publishes_no_address_for_clients_it_cannot_locate(knot: Knot) -> None:
+    fleet = load_fleet_file(str(EXAMPLE_FLEET))
+    assert str(fleet.unlocated) == "deny"
+    table = static_table(fleet, now=1_800_000_000.0)
+    target = Rfc2136Target(DnsZone.from_fleet(fleet), "127.0.0.1", knot.key, port=knot.port)
+
+    target.publish(table)
+
+    assert lookup(table, ClientLocation(), "llama-3-70b") == ()
+    assert ask(knot.port, fqdn("llama-3-70b"), "A") == set()
