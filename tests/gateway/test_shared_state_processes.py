@@ -135,7 +135,7 @@ def test_work_in_flight_on_one_process_is_seen_by_the_other_and_reconciles_to_ze
     _, b = start("--shared-state", shared_url)
     with ExitStack() as streams:
         for k in range(6):
-            streams.enter_context(post(a, f"long {k}", max_tokens=20_000, stream=True))
+            streams.enter_context(post(a, f"long {k}", max_tokens=100_000, stream=True))
         wait_for(lambda: peers_in_flight(b) == 6, "B does not see A's six requests")
     # the streams are closed: A's requests end, and so does B's count of them
     wait_for(lambda: peers_in_flight(b) == 0, "B still counts A's finished requests")
@@ -149,7 +149,7 @@ def test_a_killed_process_work_expires_with_its_lease(
     _, b = start("--shared-state", shared_url)
     with ExitStack() as streams:
         for k in range(4):
-            streams.enter_context(post(a, f"long {k}", max_tokens=20_000, stream=True))
+            streams.enter_context(post(a, f"long {k}", max_tokens=100_000, stream=True))
         wait_for(lambda: peers_in_flight(b) == 4, "B does not see A's requests")
         doomed.kill()  # no withdrawal: its part stays until its lease runs out
         doomed.wait(10)
